@@ -1,0 +1,138 @@
+package config
+
+import (
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Label keys that hcloudscale puts on the servers it creates.
+const (
+	// LabelNodeGroup names the pool a server belongs to. It is the label the
+	// upstream Hetzner provider uses, so servers it created are adopted.
+	LabelNodeGroup = "hcloud/node-group"
+	// LabelCluster scopes servers to one cluster when Config.ClusterName is
+	// set, so that two clusters can share a Hetzner Cloud project.
+	LabelCluster = "hcloudscale/cluster"
+)
+
+// Arch is a CPU architecture as Kubernetes names it.
+type Arch string
+
+// The architectures Hetzner Cloud offers.
+const (
+	ArchAMD64 Arch = "amd64" // Hetzner "x86"
+	ArchARM64 Arch = "arm64" // Hetzner "arm"
+)
+
+// Secret is a string that never shows its value when printed, logged or
+// marshalled. Call Reveal to use it.
+type Secret string
+
+// Source says which configuration source a Config was built from.
+type Source string
+
+// The configuration sources, in upstream's order of precedence.
+const (
+	SourceClusterConfig     Source = "HCLOUD_CLUSTER_CONFIG"
+	SourceClusterConfigFile Source = "HCLOUD_CLUSTER_CONFIG_FILE"
+	SourceLegacyCloudInit   Source = "HCLOUD_CLOUD_INIT"
+)
+
+// ImageSpec is an image reference as a user writes it: a numeric image ID,
+// an image name, or a label selector for snapshots. Empty means unset.
+type ImageSpec string
+
+// ImagesForArch holds one image spec per architecture.
+type ImagesForArch struct {
+	AMD64 ImageSpec `json:"amd64,omitempty"`
+	ARM64 ImageSpec `json:"arm64,omitempty"`
+}
+
+// Reserved is what a pool's template subtracts from a server's capacity.
+// A zero quantity means "not set".
+type Reserved struct {
+	CPU              resource.Quantity
+	Memory           resource.Quantity
+	EphemeralStorage resource.Quantity
+}
+
+// Autoscaling holds the per-pool options of the Cluster Autoscaler. A nil
+// pointer field means "use the autoscaler's default".
+type Autoscaling struct {
+	ScaleDownUtilizationThreshold    *float64
+	ScaleDownGPUUtilizationThreshold *float64
+	ScaleDownUnneededTime            *time.Duration
+	ScaleDownUnreadyTime             *time.Duration
+	MaxNodeProvisionTime             *time.Duration
+	MaxNodeStartupTime               *time.Duration
+	ZeroOrMaxNodeScaling             *bool
+	AllowNonAtomicScaleUpToMax       *bool
+	IgnoreDaemonSetsUtilization      *bool
+}
+
+// Config is a validated configuration: everything hcloudscale needs to run,
+// resolved so that no later package reparses anything.
+type Config struct {
+	Token    Secret
+	Endpoint string // the API base URL; DefaultEndpoint when unset
+
+	// Source is the configuration source that won; Warnings holds what the
+	// caller should print (ignored sources, unused nodeConfigs entries, ...).
+	Source   Source
+	Warnings []string
+
+	ClusterName string // empty: no cluster scoping label
+
+	Network         string   // ID or name; empty: none
+	Firewalls       []string // global firewalls (HCLOUD_FIREWALL), IDs or names
+	SSHKeys         []string // IDs or names
+	PublicIPv4      bool
+	PublicIPv6      bool
+	CreationTimeout time.Duration
+
+	// DefaultImage is HCLOUD_IMAGE, or DefaultImage when unset.
+	DefaultImage ImageSpec
+	// Images is the global imagesForArch of the cluster config.
+	Images ImagesForArch
+	// DefaultSubnetIPRange is the cluster config's defaultSubnetIPRange.
+	DefaultSubnetIPRange netip.Prefix
+
+	// Pools in the order of the --nodes specs.
+	Pools []Pool
+}
+
+// Pool is the resolved view of one node pool.
+type Pool struct {
+	Name       string
+	MinSize    int
+	MaxSize    int
+	ServerType string // lower-case
+	Location   string // lower-case
+
+	CloudInit Secret
+	// Images is the image spec per architecture after the precedence
+	// pool imagesForArch > global imagesForArch > HCLOUD_IMAGE.
+	Images ImagesForArch
+
+	// Labels and Taints go into the scale-from-zero template.
+	Labels map[string]string
+	Taints []corev1.Taint
+	// ServerLabels are the Hetzner labels of created servers, already merged
+	// with LabelNodeGroup (and LabelCluster when a cluster name is set).
+	ServerLabels map[string]string
+
+	Network        string       // Config.Network
+	SubnetIPRange  netip.Prefix // pool subnetIPRange, else defaultSubnetIPRange; only with a network
+	Firewalls      []string     // global + pool, de-duplicated, in order
+	PlacementGroup string       // ID or name; empty: none
+	SSHKeys        []string
+	PublicIPv4     bool
+	PublicIPv6     bool
+
+	MaxPods     int // 0: DefaultMaxPods
+	Reserved    Reserved
+	Autoscaling *Autoscaling // nil: the pool sets no autoscaling options
+}
