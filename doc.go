@@ -9,4 +9,3 @@
 // into a Cluster.
 package hcloudscale
 
-import _ "github.com/hcloudscale/hcloudscale/config"
