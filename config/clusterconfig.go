@@ -1,0 +1,357 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// ClusterConfig is the cluster-config JSON document (HCLOUD_CLUSTER_CONFIG
+// or HCLOUD_CLUSTER_CONFIG_FILE) after [ParseClusterConfig]: every value
+// checked on its own, nothing merged with the environment or --nodes yet.
+// Unset optional values are nil or zero.
+type ClusterConfig struct {
+	ImagesForArch        *ImagesForArch // nil: key absent
+	DefaultSubnetIPRange netip.Prefix   // invalid (zero): unset
+	NodeConfigs          map[string]*NodeConfig
+	ClusterName          string
+
+	// Warnings are problems that do not stop loading, such as an empty image
+	// spec or upstream's internal keys.
+	Warnings []string
+}
+
+// NodeConfig is one nodeConfigs entry.
+type NodeConfig struct {
+	CloudInit      Secret
+	Labels         map[string]string
+	ServerLabels   map[string]string
+	Taints         []corev1.Taint
+	ImagesForArch  *ImagesForArch // nil: key absent
+	SubnetIPRange  netip.Prefix
+	Firewalls      []string
+	PlacementGroup string
+	MaxPods        int // 0: unset
+	Reserved       Reserved
+	Autoscaling    *Autoscaling // nil: key absent
+}
+
+// ParseClusterConfig parses and checks a cluster-config document (plain
+// JSON, not base64). Every key and value is checked on its own; an unknown
+// key, a duplicate key or a malformed value is an error naming its JSON
+// path, and all of them are returned at once, joined.
+//
+// Keys are case-sensitive, unlike upstream's encoding/json decoding; a key
+// that differs from a known one only in case or by a typo is reported with
+// the key it probably means. Upstream's internal isUsingNewFormat and
+// legacyConfig keys, which upstream decoded and then ignored, are ignored
+// with a warning.
+func ParseClusterConfig(data []byte) (*ClusterConfig, error) {
+	var p problems
+	cc, err := p.clusterConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return cc, nil
+}
+
+// clusterConfig records the problems of the document in p and returns what
+// could be decoded, so that Load can still check it against the --nodes
+// pools; it fails only when data is not JSON.
+func (p *problems) clusterConfig(data []byte) (*ClusterConfig, error) {
+	if err := checkSyntax(data); err != nil {
+		return nil, err
+	}
+	cc := &ClusterConfig{NodeConfigs: map[string]*NodeConfig{}}
+	warningsBefore := len(p.warnings)
+	p.fields("", data, map[string]func(string, json.RawMessage){
+		"imagesForArch": func(path string, raw json.RawMessage) {
+			cc.ImagesForArch = p.images(path, raw)
+		},
+		"defaultSubnetIPRange": func(path string, raw json.RawMessage) {
+			cc.DefaultSubnetIPRange = p.prefix(path, raw)
+		},
+		"nodeConfigs": func(path string, raw json.RawMessage) {
+			p.members(path, raw, func(name string, raw json.RawMessage) {
+				np := childPath(path, name)
+				if isNull(raw) {
+					p.addf(np, "want an object, got null")
+					return
+				}
+				cc.NodeConfigs[name] = p.nodeConfig(np, raw)
+			})
+		},
+		"clusterName": func(path string, raw json.RawMessage) {
+			if s, ok := p.str(path, raw); ok && s != "" {
+				p.add(path, CheckClusterName(s))
+				cc.ClusterName = s
+			}
+		},
+		"isUsingNewFormat": func(path string, _ json.RawMessage) {
+			p.warnf(path, "ignored: an internal field of the upstream provider, which ignored it too")
+		},
+		"legacyConfig": func(path string, _ json.RawMessage) {
+			p.warnf(path, "ignored: an internal field of the upstream provider, which ignored it too; use HCLOUD_CLOUD_INIT and HCLOUD_IMAGE for the legacy format")
+		},
+	})
+	cc.Warnings = append([]string(nil), p.warnings[warningsBefore:]...)
+	return cc, nil
+}
+
+func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
+	nc := &NodeConfig{}
+	p.fields(path, raw, map[string]func(string, json.RawMessage){
+		"cloudInit": func(path string, raw json.RawMessage) {
+			if s, ok := p.str(path, raw); ok {
+				p.add(path, checkCloudInit(s))
+				nc.CloudInit = Secret(s)
+			}
+		},
+		"labels": func(path string, raw json.RawMessage) {
+			nc.Labels = p.stringMap(path, raw)
+			p.checkKubeLabels(path, nc.Labels)
+		},
+		"serverLabels": func(path string, raw json.RawMessage) {
+			nc.ServerLabels = p.stringMap(path, raw)
+			p.checkServerLabels(path, nc.ServerLabels)
+		},
+		"taints": func(path string, raw json.RawMessage) {
+			p.array(path, raw, func(path string, raw json.RawMessage) {
+				var t corev1.Taint
+				p.fields(path, raw, map[string]func(string, json.RawMessage){
+					"key":    func(path string, raw json.RawMessage) { t.Key, _ = p.str(path, raw) },
+					"value":  func(path string, raw json.RawMessage) { t.Value, _ = p.str(path, raw) },
+					"effect": func(path string, raw json.RawMessage) { s, _ := p.str(path, raw); t.Effect = corev1.TaintEffect(s) },
+				})
+				nc.Taints = append(nc.Taints, t)
+			})
+			p.checkTaints(path, nc.Taints)
+		},
+		"imagesForArch": func(path string, raw json.RawMessage) {
+			nc.ImagesForArch = p.images(path, raw)
+		},
+		"subnetIPRange": func(path string, raw json.RawMessage) {
+			nc.SubnetIPRange = p.prefix(path, raw)
+		},
+		"firewalls": func(path string, raw json.RawMessage) {
+			p.array(path, raw, func(path string, raw json.RawMessage) {
+				if s, ok := p.str(path, raw); ok {
+					if err := checkReference(s); err != nil {
+						p.add(path, err)
+						return
+					}
+					nc.Firewalls = append(nc.Firewalls, s)
+				}
+			})
+		},
+		"placementGroup": func(path string, raw json.RawMessage) {
+			if s, ok := p.str(path, raw); ok && s != "" {
+				p.add(path, checkReference(s))
+				nc.PlacementGroup = s
+			}
+		},
+		"maxPods": func(path string, raw json.RawMessage) {
+			if n, ok := p.integer(path, raw); ok {
+				if n < MinMaxPods || n > MaxMaxPods {
+					p.addf(path, "%d is out of range %d..%d", n, MinMaxPods, MaxMaxPods)
+					return
+				}
+				nc.MaxPods = n
+			}
+		},
+		"reserved": func(path string, raw json.RawMessage) {
+			nc.Reserved = p.reserved(path, raw)
+		},
+		"autoscaling": func(path string, raw json.RawMessage) {
+			nc.Autoscaling = p.autoscaling(path, raw)
+		},
+	})
+	return nc
+}
+
+// images decodes an imagesForArch object. An empty spec is unset: upstream
+// picked the newest snapshot of the project for it, which is rarely meant.
+func (p *problems) images(path string, raw json.RawMessage) *ImagesForArch {
+	im := &ImagesForArch{}
+	spec := func(dst *ImageSpec) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) {
+			s, ok := p.str(path, raw)
+			switch {
+			case !ok:
+			case s == "":
+				p.warnf(path, "empty image spec is treated as unset (upstream chose the newest snapshot of the project)")
+			default:
+				if err := CheckImageSpec(ImageSpec(s)); err != nil {
+					p.add(path, err)
+					return
+				}
+				*dst = ImageSpec(s)
+			}
+		}
+	}
+	p.fields(path, raw, map[string]func(string, json.RawMessage){
+		string(ArchAMD64): spec(&im.AMD64),
+		string(ArchARM64): spec(&im.ARM64),
+	})
+	return im
+}
+
+// prefix decodes a CIDR. Hetzner networks are IPv4 only, and a range must
+// be written as its network address so that containment is unambiguous.
+func (p *problems) prefix(path string, raw json.RawMessage) netip.Prefix {
+	s, ok := p.str(path, raw)
+	if !ok {
+		return netip.Prefix{}
+	}
+	pfx, err := ParseSubnet(s)
+	if err != nil {
+		p.add(path, err)
+		return netip.Prefix{}
+	}
+	return pfx
+}
+
+// ParseSubnet parses an IPv4 CIDR such as "10.0.1.0/24" and requires it to
+// be the network address of the range.
+func ParseSubnet(s string) (netip.Prefix, error) {
+	pfx, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR such as 10.0.1.0/24", s)
+	}
+	if !pfx.Addr().Is4() {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IPv4 range; Hetzner networks are IPv4", s)
+	}
+	if m := pfx.Masked(); m != pfx {
+		return netip.Prefix{}, fmt.Errorf("%q has host bits set, did you mean %q", s, m)
+	}
+	return pfx, nil
+}
+
+func (p *problems) reserved(path string, raw json.RawMessage) Reserved {
+	var r Reserved
+	q := func(dst *resource.Quantity) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) {
+			s, ok := p.str(path, raw)
+			if !ok {
+				return
+			}
+			v, err := resource.ParseQuantity(s)
+			switch {
+			case err != nil:
+				p.addf(path, "%q is not a quantity such as 100m, 512Mi or 1Gi", s)
+			case v.Sign() < 0:
+				p.addf(path, "%q is negative", s)
+			default:
+				*dst = v
+			}
+		}
+	}
+	p.fields(path, raw, map[string]func(string, json.RawMessage){
+		"cpu":               q(&r.CPU),
+		"memory":            q(&r.Memory),
+		"ephemeral-storage": q(&r.EphemeralStorage),
+	})
+	return r
+}
+
+func (p *problems) autoscaling(path string, raw json.RawMessage) *Autoscaling {
+	a := &Autoscaling{}
+	threshold := func(dst **float64) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) {
+			if f, ok := p.number(path, raw); ok {
+				if f < 0 || f > 1 {
+					p.addf(path, "%v is out of range 0..1", f)
+					return
+				}
+				*dst = &f
+			}
+		}
+	}
+	duration := func(dst **time.Duration) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) {
+			s, ok := p.str(path, raw)
+			if !ok {
+				return
+			}
+			d, err := time.ParseDuration(s)
+			switch {
+			case err != nil:
+				p.addf(path, "%q is not a duration such as 10m or 1h30m", s)
+			case d <= 0:
+				p.addf(path, "%q is not positive", s)
+			default:
+				*dst = &d
+			}
+		}
+	}
+	flag := func(dst **bool) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) {
+			if b, ok := p.boolean(path, raw); ok {
+				*dst = &b
+			}
+		}
+	}
+	p.fields(path, raw, map[string]func(string, json.RawMessage){
+		"scaleDownUtilizationThreshold":    threshold(&a.ScaleDownUtilizationThreshold),
+		"scaleDownGpuUtilizationThreshold": threshold(&a.ScaleDownGPUUtilizationThreshold),
+		"scaleDownUnneededTime":            duration(&a.ScaleDownUnneededTime),
+		"scaleDownUnreadyTime":             duration(&a.ScaleDownUnreadyTime),
+		"maxNodeProvisionTime":             duration(&a.MaxNodeProvisionTime),
+		"maxNodeStartupTime":               duration(&a.MaxNodeStartupTime),
+		"zeroOrMaxNodeScaling":             flag(&a.ZeroOrMaxNodeScaling),
+		"allowNonAtomicScaleUpToMax":       flag(&a.AllowNonAtomicScaleUpToMax),
+		"ignoreDaemonSetsUtilization":      flag(&a.IgnoreDaemonSetsUtilization),
+	})
+	if *a == (Autoscaling{}) {
+		return nil
+	}
+	return a
+}
+
+// checkCloudInit enforces Hetzner's user-data limit without quoting the
+// content, which holds join tokens.
+func checkCloudInit(s string) error {
+	if len(s) > MaxCloudInitBytes {
+		return fmt.Errorf("cloud-init is %d bytes, Hetzner accepts at most %d", len(s), MaxCloudInitBytes)
+	}
+	return nil
+}
+
+// checkReference checks an ID or name of a firewall, placement group, SSH
+// key or network: the API would resolve a blank or padded one to nothing.
+func checkReference(s string) error {
+	switch {
+	case s == "":
+		return fmt.Errorf("empty ID or name")
+	case len(s) > 255:
+		return fmt.Errorf("%d characters long, at most 255 allowed", len(s))
+	}
+	for _, r := range s {
+		if r < ' ' || r == 0x7f {
+			return fmt.Errorf("%q contains control characters", s)
+		}
+	}
+	if s[0] == ' ' || s[len(s)-1] == ' ' {
+		return fmt.Errorf("%q has leading or trailing spaces", s)
+	}
+	return nil
+}
+
+// CheckClusterName checks a cluster name, which becomes the value of the
+// LabelCluster server label.
+func CheckClusterName(name string) error {
+	if name == "" {
+		return fmt.Errorf("empty cluster name")
+	}
+	if err := checkKubeLabelValue(name); err != nil {
+		return fmt.Errorf("cluster name must be a valid Hetzner label value: %w", err)
+	}
+	return nil
+}

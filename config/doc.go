@@ -1,0 +1,180 @@
+// Package config reads and validates the settings of hcloudscale: the
+// environment variables, --nodes specs and cluster-config JSON of the
+// Cluster Autoscaler's Hetzner provider, so that switching from it needs no
+// configuration change. The result is a [Config]: a resolved view per
+// [Pool] that later packages use without parsing anything again.
+//
+// The package does no I/O of its own: [Load] reads variables and files
+// through an injected [Env], and only [LoadFromOS] (through [OSEnv]) touches
+// the process environment. It never exits: every problem is returned, all at
+// once, joined with [errors.Join], each a [*FieldError] whose path names the
+// variable (HCLOUD_PUBLIC_IPV4), flag (--nodes[2]) or JSON path
+// (nodeConfigs.pool1.taints[0].effect) at fault. [FieldErrors] lists them.
+// Problems that do not stop loading end up in [Config.Warnings].
+//
+// # Environment variables
+//
+// Surrounding whitespace is removed from every value, and an empty value
+// counts as unset, as upstream.
+//
+//   - HCLOUD_TOKEN: the API token; required unless HCLOUD_TOKEN_FILE is set.
+//     It may not contain whitespace or control characters, which would make
+//     every request fail.
+//   - HCLOUD_TOKEN_FILE (new): a file holding the token, e.g. a mounted
+//     Kubernetes secret; surrounding whitespace is trimmed. When both are set
+//     they must hold the same token.
+//   - HCLOUD_ENDPOINT: the API base URL, default [DefaultEndpoint]. It must use
+//     https, except that http is allowed for loopback hosts (127.0.0.0/8, ::1,
+//     localhost), where a local fake API runs. A trailing "/" is dropped.
+//   - HCLOUD_CLUSTER_CONFIG: the cluster config, base64-encoded JSON (standard
+//     alphabet; line breaks ignored).
+//   - HCLOUD_CLUSTER_CONFIG_FILE: a file holding the cluster config as plain
+//     JSON.
+//   - HCLOUD_CLOUD_INIT: legacy format: base64 cloud-init for every pool.
+//   - HCLOUD_IMAGE: the image spec used when the cluster config names none,
+//     default [DefaultImage] (ubuntu-24.04; upstream's ubuntu-20.04 is out of
+//     standard support). Unlike upstream it is the final fallback in the JSON
+//     format too, as upstream's README claims.
+//   - HCLOUD_NETWORK: ID or name of the private network servers join.
+//   - HCLOUD_FIREWALL: IDs or names of firewalls for every server,
+//     comma-separated (upstream: one); entries are trimmed, empty ones
+//     dropped and repeats removed.
+//   - HCLOUD_SSH_KEY: IDs or names of SSH keys, comma-separated as
+//     HCLOUD_FIREWALL (upstream: one).
+//   - HCLOUD_PUBLIC_IPV4, HCLOUD_PUBLIC_IPV6: whether servers get public
+//     addresses, parsed with [strconv.ParseBool], default true. Both false is
+//     an error unless HCLOUD_NETWORK is set: such a server has no network.
+//   - HCLOUD_SERVER_CREATION_TIMEOUT: how long creating one server may take:
+//     whole minutes as upstream ("10"), or a Go duration ("90s"); it must be
+//     positive and at most a day in minutes. Default
+//     [DefaultCreationTimeout]. Upstream silently used 5 minutes for values
+//     it could not parse; here they are errors.
+//   - HCLOUD_CLUSTER_NAME (new): the cluster name, as the JSON clusterName,
+//     so that the legacy format can use it too. When both are set they must
+//     be equal.
+//
+// # Configuration sources
+//
+// Upstream's precedence holds: HCLOUD_CLUSTER_CONFIG, then
+// HCLOUD_CLUSTER_CONFIG_FILE, then the legacy HCLOUD_CLOUD_INIT (with
+// HCLOUD_IMAGE). When more than one is set, a warning names the source used
+// and the ones ignored. [Config.Source] records the winner. In the legacy
+// format every pool gets the same cloud-init and image and there are no
+// labels, taints, placement groups, per-pool firewalls or subnets.
+//
+// # The --nodes specs
+//
+// Each pool is one --nodes value "min:max:type:location:name", parsed by
+// [ParseNodeSpec] with upstream's semantics: the value is split into at most
+// five fields (a colon belongs to the name), sizes are decimal integers, the
+// server type and location are lower-cased, the name is kept as written.
+// Added checks: 0 <= min <= max and max >= 1; the name consists of
+// lower-case letters, digits and '-', starts and ends with a letter or
+// digit, and has at most [MaxPoolNameLength] (46) characters, so that
+// "<name>-<16 hex digits>" is a valid hostname and node name; a name may be
+// used once (upstream let a later spec replace an earlier one silently).
+// At least one spec is required.
+//
+// # Cluster-config JSON
+//
+// [ParseClusterConfig] reads the document. Keys are case-sensitive and must
+// be written as below; upstream matched them case-insensitively and
+// ignored unknown ones, so that a typo such as "taints:" silently did
+// nothing. Here an unknown or duplicate key is an error naming its path,
+// with the key it probably means ("did you mean \"taints\""). A null value
+// counts as absent. Upstream's internal keys isUsingNewFormat and
+// legacyConfig, which upstream decoded and ignored, are ignored with a
+// warning.
+//
+//	{
+//	  "clusterName": "prod",                  // new, optional
+//	  "imagesForArch": {"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04"},
+//	  "defaultSubnetIPRange": "10.0.0.0/16",
+//	  "nodeConfigs": {
+//	    "pool1": {
+//	      "cloudInit": "#cloud-config\n...",  // plain text, not base64
+//	      "labels": {"node.kubernetes.io/role": "worker"},
+//	      "serverLabels": {"environment": "prod"},
+//	      "taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}],
+//	      "imagesForArch": {"arm64": "k8s-image=arm"},
+//	      "subnetIPRange": "10.0.1.0/24",
+//	      "firewalls": ["workers", "123456"],
+//	      "placementGroup": "pool1-spread",
+//	      "maxPods": 110,                       // new
+//	      "reserved": {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "1Gi"}, // new
+//	      "autoscaling": {"scaleDownUtilizationThreshold": 0.5, "scaleDownUnneededTime": "10m"} // new
+//	    }
+//	  }
+//	}
+//
+// Fields and their checks:
+//
+//   - clusterName (new): scopes the servers of this cluster with the server
+//     label [LabelCluster], so that two clusters can share a Hetzner project.
+//     A valid Hetzner label value; "" is unset.
+//   - imagesForArch: image spec per architecture (amd64, arm64). A spec is an
+//     image ID, an image name, or a label selector for snapshots;
+//     [CheckImageSpec] says what is well formed. An empty spec is unset, with a
+//     warning (upstream picked the newest snapshot of the project for it).
+//   - defaultSubnetIPRange: the subnet of HCLOUD_NETWORK for every pool. An
+//     IPv4 CIDR written as its network address; set without HCLOUD_NETWORK it
+//     is an error, since it would be ignored.
+//   - nodeConfigs: one entry per --nodes pool, keyed by pool name. In this
+//     format every pool needs an entry; an entry no pool uses is a warning.
+//   - nodeConfigs.<pool>.cloudInit: user data, plain text, at most
+//     [MaxCloudInitBytes] (32 KiB).
+//   - labels: Kubernetes labels of the pool's template node (key and value
+//     syntax of Kubernetes). As upstream, they are not applied to the nodes:
+//     cloud-init or the kubelet must set them.
+//   - serverLabels: Hetzner labels of created servers ([CheckServerLabel]): the
+//     hetzner.cloud/ prefix is reserved, and [LabelNodeGroup] and
+//     [LabelCluster] are set by hcloudscale and cannot be given.
+//   - taints: {key, value, effect} for the template node: key and value with
+//     Kubernetes label syntax, effect one of NoSchedule, PreferNoSchedule,
+//     NoExecute; no two taints with the same key and effect.
+//   - imagesForArch: the pool's image specs. The image of an architecture is
+//     the pool's spec, else the global imagesForArch spec, else HCLOUD_IMAGE,
+//     else [DefaultImage]. Upstream replaced the whole global object with
+//     the pool's; here an architecture the pool leaves out falls through to
+//     the next level.
+//   - subnetIPRange: the pool's subnet of HCLOUD_NETWORK, overriding
+//     defaultSubnetIPRange. An IPv4 CIDR; inside defaultSubnetIPRange when
+//     both are set (prefix containment, not upstream's comparison of network
+//     address and mask length); an error without HCLOUD_NETWORK.
+//   - firewalls: IDs or names, applied after HCLOUD_FIREWALL; the pool's list
+//     is the global one plus these, repeats removed, in order.
+//   - placementGroup: ID or name of an existing spread placement group. The
+//     max sizes of all pools naming the same group add up to at most
+//     [MaxPlacementGroupServers] (10). Groups are compared by the string
+//     given.
+//   - maxPods (new): pod capacity of the template node, [MinMaxPods] to
+//     [MaxMaxPods]; unset means [DefaultMaxPods].
+//   - reserved (new): "cpu", "memory" and "ephemeral-storage" (the
+//     Kubernetes resource names, as in the kubelet's --kube-reserved)
+//     subtracted from the capacity of the template node; non-negative
+//     Kubernetes quantities such as "100m" or "1Gi".
+//   - autoscaling (new): the Cluster Autoscaler's per-pool options:
+//     scaleDownUtilizationThreshold and scaleDownGpuUtilizationThreshold
+//     (0 to 1), scaleDownUnneededTime, scaleDownUnreadyTime,
+//     maxNodeProvisionTime and maxNodeStartupTime (positive Go durations
+//     such as "10m"), zeroOrMaxNodeScaling, allowNonAtomicScaleUpToMax and
+//     ignoreDaemonSetsUtilization (booleans). Unset options keep the
+//     autoscaler's defaults.
+//
+// IDs and names of networks, firewalls, SSH keys and placement groups must
+// be non-empty, without control characters or surrounding spaces. Whether
+// they exist is checked when the API is reached, not here.
+//
+// # Secrets
+//
+// The token and cloud-init user data are [Secret] values: fmt (every verb,
+// %#v included), encoding/json, text marshalling, log/slog and zap show
+// "[redacted]" (or "" when empty), so printing or logging a Config is safe.
+// [Secret.Reveal] returns the value where it is sent.
+//
+// # Configurations built in code
+//
+// Library users can build a Config without Load, starting from [Defaults],
+// and check it with [Config.Validate], which applies the same rules to the
+// resolved view. Load runs Validate on its result too.
+package config

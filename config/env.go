@@ -1,0 +1,384 @@
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The environment variables Load reads. All but HCLOUD_TOKEN_FILE and
+// HCLOUD_CLUSTER_NAME are those of the upstream Hetzner provider.
+const (
+	EnvToken                 = "HCLOUD_TOKEN"
+	EnvTokenFile             = "HCLOUD_TOKEN_FILE"
+	EnvEndpoint              = "HCLOUD_ENDPOINT"
+	EnvClusterConfig         = "HCLOUD_CLUSTER_CONFIG"
+	EnvClusterConfigFile     = "HCLOUD_CLUSTER_CONFIG_FILE"
+	EnvCloudInit             = "HCLOUD_CLOUD_INIT"
+	EnvImage                 = "HCLOUD_IMAGE"
+	EnvNetwork               = "HCLOUD_NETWORK"
+	EnvFirewall              = "HCLOUD_FIREWALL"
+	EnvSSHKey                = "HCLOUD_SSH_KEY"
+	EnvPublicIPv4            = "HCLOUD_PUBLIC_IPV4"
+	EnvPublicIPv6            = "HCLOUD_PUBLIC_IPV6"
+	EnvServerCreationTimeout = "HCLOUD_SERVER_CREATION_TIMEOUT"
+	EnvClusterName           = "HCLOUD_CLUSTER_NAME"
+)
+
+// Env is where Load reads the environment and files from.
+//
+// A nil Lookup is an empty environment. A nil ReadFile makes every file
+// setting (HCLOUD_TOKEN_FILE, HCLOUD_CLUSTER_CONFIG_FILE) an error, so that
+// a caller that meant to forbid file access gets a clear message.
+type Env struct {
+	Lookup   func(name string) (string, bool)
+	ReadFile func(path string) ([]byte, error)
+}
+
+// OSEnv is the process environment and file system.
+func OSEnv() Env {
+	return Env{Lookup: os.LookupEnv, ReadFile: os.ReadFile}
+}
+
+// MapEnv is an environment made of vars and files (path to content), for
+// tests and for programs that take settings from elsewhere.
+func MapEnv(vars map[string]string, files map[string]string) Env {
+	return Env{
+		Lookup: func(name string) (string, bool) {
+			v, ok := vars[name]
+			return v, ok
+		},
+		ReadFile: func(path string) ([]byte, error) {
+			c, ok := files[path]
+			if !ok {
+				return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+			}
+			return []byte(c), nil
+		},
+	}
+}
+
+// get returns a variable with surrounding whitespace removed; empty counts
+// as unset, as upstream.
+func (e Env) get(name string) string {
+	if e.Lookup == nil {
+		return ""
+	}
+	v, _ := e.Lookup(name)
+	return strings.TrimSpace(v)
+}
+
+func (e Env) readFile(path string) ([]byte, error) {
+	if e.ReadFile == nil {
+		return nil, errors.New("reading files is not enabled (Env.ReadFile is nil)")
+	}
+	return e.ReadFile(path)
+}
+
+// LoadFromOS is [Load] with the process environment and file system.
+func LoadFromOS(nodeSpecs []string) (*Config, error) {
+	return Load(OSEnv(), nodeSpecs)
+}
+
+// Load reads the environment and the --nodes specs, and returns a validated
+// Config with Warnings filled in, or an error that joins every problem
+// found, each a [*FieldError] naming its variable, flag or JSON path.
+func Load(env Env, nodeSpecs []string) (*Config, error) {
+	var p problems
+	cfg := &Config{
+		Endpoint:        DefaultEndpoint,
+		PublicIPv4:      DefaultPublicIPv4,
+		PublicIPv6:      DefaultPublicIPv6,
+		CreationTimeout: DefaultCreationTimeout,
+		DefaultImage:    DefaultImage,
+	}
+
+	cfg.Token = p.token(env)
+	if v := env.get(EnvEndpoint); v != "" {
+		u, err := ParseEndpoint(v)
+		p.add(EnvEndpoint, err)
+		cfg.Endpoint = u
+	}
+	if v := env.get(EnvNetwork); v != "" {
+		p.add(EnvNetwork, checkReference(v))
+		cfg.Network = v
+	}
+	cfg.Firewalls = p.list(EnvFirewall, env.get(EnvFirewall))
+	cfg.SSHKeys = p.list(EnvSSHKey, env.get(EnvSSHKey))
+	cfg.PublicIPv4 = p.boolVar(env, EnvPublicIPv4, DefaultPublicIPv4)
+	cfg.PublicIPv6 = p.boolVar(env, EnvPublicIPv6, DefaultPublicIPv6)
+	if !cfg.PublicIPv4 && !cfg.PublicIPv6 && cfg.Network == "" {
+		p.addf(EnvPublicIPv4+", "+EnvPublicIPv6, "both false and %s is unset: servers would have no network at all", EnvNetwork)
+	}
+	if v := env.get(EnvServerCreationTimeout); v != "" {
+		d, err := ParseCreationTimeout(v)
+		p.add(EnvServerCreationTimeout, err)
+		cfg.CreationTimeout = d
+	}
+	if v := env.get(EnvImage); v != "" {
+		p.add(EnvImage, CheckImageSpec(ImageSpec(v)))
+		cfg.DefaultImage = ImageSpec(v)
+	}
+	envClusterName := env.get(EnvClusterName)
+	if envClusterName != "" {
+		p.add(EnvClusterName, CheckClusterName(envClusterName))
+	}
+	cfg.ClusterName = envClusterName
+
+	specs := p.nodeSpecs(nodeSpecs)
+
+	cc, legacyCloudInit := p.source(env, cfg)
+	if cc != nil {
+		if cc.ClusterName != "" {
+			if envClusterName != "" && envClusterName != cc.ClusterName {
+				p.addf("clusterName", "%q differs from %s=%q", cc.ClusterName, EnvClusterName, envClusterName)
+			}
+			cfg.ClusterName = cc.ClusterName
+		}
+		if cc.ImagesForArch != nil {
+			cfg.Images = *cc.ImagesForArch
+		}
+		cfg.DefaultSubnetIPRange = cc.DefaultSubnetIPRange
+	}
+	cfg.Pools = p.pools(cfg, cc, legacyCloudInit, specs)
+
+	if len(p.errs) > 0 {
+		return nil, p.err()
+	}
+	cfg.Warnings = p.warnings
+	// Every check above names the input at fault; Validate runs on the
+	// result as well so that Load can never return what Validate rejects.
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// token reads HCLOUD_TOKEN or HCLOUD_TOKEN_FILE. Both may be set when they
+// agree, which eases moving from one to the other.
+func (p *problems) token(env Env) Secret {
+	tok := env.get(EnvToken)
+	if path := env.get(EnvTokenFile); path != "" {
+		data, err := env.readFile(path)
+		if err != nil {
+			p.add(EnvTokenFile, err)
+			return ""
+		}
+		fromFile := strings.TrimSpace(string(data))
+		switch {
+		case fromFile == "":
+			p.addf(EnvTokenFile, "file %q is empty", path)
+			return ""
+		case tok != "" && tok != fromFile:
+			p.addf(EnvToken+", "+EnvTokenFile, "both set to different tokens; set one")
+			return ""
+		}
+		tok = fromFile
+		if err := checkToken(tok); err != nil {
+			p.addf(EnvTokenFile, "token in %q %w", path, err)
+			return ""
+		}
+		return Secret(tok)
+	}
+	if tok == "" {
+		p.addf(EnvToken, "required (or %s)", EnvTokenFile)
+		return ""
+	}
+	if err := checkToken(tok); err != nil {
+		p.addf(EnvToken, "token %w", err)
+		return ""
+	}
+	return Secret(tok)
+}
+
+// ParseEndpoint checks an API base URL: https, or http for a loopback host
+// (a local fake API); no user info, query or fragment. A trailing "/" is
+// removed.
+func ParseEndpoint(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a URL", s)
+	}
+	if u.Host == "" || u.Opaque != "" {
+		return "", fmt.Errorf("%q is not an absolute URL such as %s", s, DefaultEndpoint)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return "", fmt.Errorf("%q may not have user info, a query or a fragment", u.Redacted())
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !isLoopback(u.Hostname()) {
+			return "", fmt.Errorf("%q uses http: the token would travel unencrypted; use https (http is allowed for loopback hosts only)", s)
+		}
+	default:
+		return "", fmt.Errorf("%q: scheme must be https", s)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// list splits a comma-separated variable: entries trimmed, empty ones
+// dropped, repeats removed, order kept.
+func (p *problems) list(name, v string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for i, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" || seen[e] {
+			continue
+		}
+		if err := checkReference(e); err != nil {
+			p.add(indexPath(name, i), err)
+			continue
+		}
+		seen[e] = true
+		out = append(out, e)
+	}
+	return out
+}
+
+func (p *problems) boolVar(env Env, name string, def bool) bool {
+	v := env.get(name)
+	if v == "" {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		p.addf(name, "%q is not a boolean (true, false, 1, 0, ...)", v)
+		return def
+	}
+	return b
+}
+
+// ParseCreationTimeout parses HCLOUD_SERVER_CREATION_TIMEOUT: whole minutes
+// as upstream ("10"), or a Go duration ("90s", "1h30m"); it must be
+// positive. Upstream silently used 5 minutes for anything it could not
+// parse and accepted negative values.
+func ParseCreationTimeout(s string) (time.Duration, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n <= 0 {
+			return 0, fmt.Errorf("%d minutes is not positive", n)
+		}
+		if n > int(24*time.Hour/time.Minute) {
+			return 0, fmt.Errorf("%d minutes is more than a day", n)
+		}
+		return time.Duration(n) * time.Minute, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is neither whole minutes (5) nor a duration (90s, 10m)", s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q is not positive", s)
+	}
+	return d, nil
+}
+
+// nodeSpecs parses the --nodes values and rejects repeated pool names,
+// which upstream resolved by silently dropping the earlier pool.
+func (p *problems) nodeSpecs(values []string) []NodeSpec {
+	if len(values) == 0 {
+		p.addf("--nodes", "no pools: give at least one --nodes=%s", NodeSpecFormat)
+		return nil
+	}
+	var specs []NodeSpec
+	first := map[string]int{}
+	for i, v := range values {
+		path := indexPath("--nodes", i)
+		spec, err := ParseNodeSpec(v)
+		if err != nil {
+			p.add(path, err)
+			continue
+		}
+		if j, dup := first[spec.Name]; dup {
+			p.addf(path, "pool name %q is already used by --nodes[%d]", spec.Name, j)
+			continue
+		}
+		first[spec.Name] = i
+		specs = append(specs, spec)
+	}
+	return specs
+}
+
+// source picks the configuration source with upstream's precedence. It
+// returns the cluster config, or in the legacy format nil and the
+// HCLOUD_CLOUD_INIT user data.
+func (p *problems) source(env Env, cfg *Config) (*ClusterConfig, Secret) {
+	ignored := func(used string, names ...string) {
+		var set []string
+		for _, n := range names {
+			if env.get(n) != "" {
+				set = append(set, n)
+			}
+		}
+		if len(set) > 0 {
+			p.warnf(used, "used; %s set but ignored", strings.Join(set, " and "))
+		}
+	}
+	var (
+		data []byte
+		err  error
+	)
+	switch {
+	case env.get(EnvClusterConfig) != "":
+		cfg.Source = SourceClusterConfig
+		ignored(EnvClusterConfig, EnvClusterConfigFile, EnvCloudInit)
+		if data, err = decodeBase64(env.get(EnvClusterConfig)); err != nil {
+			p.add(EnvClusterConfig, err)
+			return nil, ""
+		}
+	case env.get(EnvClusterConfigFile) != "":
+		cfg.Source = SourceClusterConfigFile
+		ignored(EnvClusterConfigFile, EnvCloudInit)
+		if data, err = env.readFile(env.get(EnvClusterConfigFile)); err != nil {
+			p.add(EnvClusterConfigFile, err)
+			return nil, ""
+		}
+	case env.get(EnvCloudInit) != "":
+		cfg.Source = SourceLegacyCloudInit
+		ci, err := decodeBase64(env.get(EnvCloudInit))
+		if err != nil {
+			p.add(EnvCloudInit, err)
+			return nil, ""
+		}
+		p.add(EnvCloudInit, checkCloudInit(string(ci)))
+		return nil, Secret(ci)
+	default:
+		p.addf(EnvClusterConfig, "none of %s, %s or %s is set", EnvClusterConfig, EnvClusterConfigFile, EnvCloudInit)
+		return nil, ""
+	}
+	cc, err := p.clusterConfig(data)
+	if err != nil {
+		p.add(string(cfg.Source), err)
+		return nil, ""
+	}
+	return cc, ""
+}
+
+// decodeBase64 decodes standard base64; line breaks are ignored, as
+// upstream. Plain JSON gets a hint, since it is the usual mistake.
+func decodeBase64(s string) ([]byte, error) {
+	data, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		if strings.HasPrefix(s, "{") {
+			return nil, fmt.Errorf("not base64 (it looks like plain JSON: encode it, or put it in a file and use %s)", EnvClusterConfigFile)
+		}
+		return nil, fmt.Errorf("not base64: %w", err)
+	}
+	return data, nil
+}
