@@ -1,0 +1,312 @@
+package imageresolve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/hcloudscale/hcloudscale/config"
+)
+
+// Defaults of the options.
+const (
+	DefaultTTL           = 5 * time.Minute
+	DefaultNegativeTTL   = 30 * time.Second
+	DefaultLookupTimeout = 30 * time.Second
+)
+
+// ImageAPI is the part of hcloud-go's image client the resolver uses.
+// List rather than AllWithOpts serves label selectors, because the resolver
+// needs only the newest match and one page of one image costs one request
+// however many snapshots carry the labels.
+type ImageAPI interface {
+	GetByID(ctx context.Context, id int64) (*hcloud.Image, *hcloud.Response, error)
+	GetByNameAndArchitecture(ctx context.Context, name string, arch hcloud.Architecture) (*hcloud.Image, *hcloud.Response, error)
+	List(ctx context.Context, opts hcloud.ImageListOpts) ([]*hcloud.Image, *hcloud.Response, error)
+}
+
+var _ ImageAPI = (*hcloud.ImageClient)(nil)
+
+// Clock tells the time for cache expiry; tests move it by hand.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Option configures a [Resolver].
+type Option func(*Resolver)
+
+// WithTTL sets how long a resolved image is reused; a new snapshot matching
+// a label selector is picked up once it expires. d <= 0 turns the cache off
+// (concurrent lookups are still coalesced). Default [DefaultTTL].
+func WithTTL(d time.Duration) Option {
+	return func(r *Resolver) { r.ttl = d }
+}
+
+// WithNegativeTTL sets how long "not found" and "wrong architecture" are
+// reused. It is short so that a freshly uploaded image is found soon, yet
+// it keeps a misconfigured pool that the autoscaler retries every loop from
+// costing up to three requests each time. Failed requests are never cached.
+// d <= 0 turns it off. Default [DefaultNegativeTTL].
+func WithNegativeTTL(d time.Duration) Option {
+	return func(r *Resolver) { r.negativeTTL = d }
+}
+
+// WithLookupTimeout bounds one lookup (all of its requests). A lookup runs on
+// after the caller that started it gives up, for the callers that share it,
+// so it needs a bound of its own. d <= 0 keeps [DefaultLookupTimeout].
+func WithLookupTimeout(d time.Duration) Option {
+	return func(r *Resolver) {
+		if d > 0 {
+			r.lookupTimeout = d
+		}
+	}
+}
+
+// WithClock sets the clock for cache expiry. Default: the system clock.
+func WithClock(c Clock) Option {
+	return func(r *Resolver) {
+		if c != nil {
+			r.clock = c
+		}
+	}
+}
+
+// WithLogger sets the logger; the resolver logs under the name
+// "imageresolve". Default: [zap.NewNop].
+func WithLogger(l *zap.Logger) Option {
+	return func(r *Resolver) {
+		if l != nil {
+			r.log = l
+		}
+	}
+}
+
+// Resolver turns image specs into images, with a cache and coalesced
+// lookups. It is safe for concurrent use. Call Close to stop lookups still
+// running for callers that gave up.
+type Resolver struct {
+	api           ImageAPI
+	ttl           time.Duration
+	negativeTTL   time.Duration
+	lookupTimeout time.Duration
+	clock         Clock
+	log           *zap.Logger
+
+	flights singleflight.Group
+	wg      sync.WaitGroup // counts running lookups; Add only under mu while !closed
+
+	// mu guards everything below.
+	mu     sync.Mutex
+	cache  map[cacheKey]entry
+	gen    uint64 // bumped by Invalidate; results of older lookups are dropped
+	warned map[int64]struct{}
+	// cancels stops running lookups on Close, keyed by a lookup number.
+	cancels map[uint64]context.CancelFunc
+	nextID  uint64
+	closed  bool
+}
+
+type cacheKey struct {
+	spec config.ImageSpec
+	arch config.Arch
+}
+
+type entry struct {
+	img     *Image // nil when err is set
+	err     error
+	expires time.Time
+}
+
+// New returns a Resolver over api, typically &client.Image of an
+// hcloud.Client. It does no I/O.
+func New(api ImageAPI, opts ...Option) *Resolver {
+	r := &Resolver{
+		api:           api,
+		ttl:           DefaultTTL,
+		negativeTTL:   DefaultNegativeTTL,
+		lookupTimeout: DefaultLookupTimeout,
+		clock:         systemClock{},
+		log:           zap.NewNop(),
+		cache:         make(map[cacheKey]entry),
+		warned:        make(map[int64]struct{}),
+		cancels:       make(map[uint64]context.CancelFunc),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	r.log = r.log.Named("imageresolve")
+	return r
+}
+
+// Resolve returns the image spec names for arch: see the package
+// documentation for the lookup order. The result comes from the cache while
+// fresh. Concurrent calls for the same spec and arch share one lookup; a
+// caller whose ctx ends stops waiting at once while the lookup goes on for
+// the others.
+func (r *Resolver) Resolve(ctx context.Context, spec config.ImageSpec, arch config.Arch) (*Image, error) {
+	if spec == "" {
+		return nil, &MissingSpecError{Arch: arch}
+	}
+	hArch, ok := hcloudArch(arch)
+	if !ok {
+		return nil, fmt.Errorf("image %q: %w", spec, &UnknownArchError{Arch: arch})
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("image %q for arch %s: %w", spec, arch, err)
+	}
+	key := cacheKey{spec: spec, arch: arch}
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if e, ok := r.cache[key]; ok {
+		if r.clock.Now().Before(e.expires) {
+			r.mu.Unlock()
+			return e.result()
+		}
+		delete(r.cache, key)
+	}
+	gen := r.gen
+	r.mu.Unlock()
+
+	// The generation is part of the flight key so that callers arriving
+	// after Invalidate start a fresh lookup instead of joining an old one.
+	flight := strconv.FormatUint(gen, 10) + "\x00" + string(arch) + "\x00" + string(spec)
+	ch := r.flights.DoChan(flight, func() (any, error) {
+		return r.fetch(ctx, key, hArch, gen)
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, res.Err
+		}
+		return res.Val.(*Image).clone(), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("image %q for arch %s: %w", spec, arch, context.Cause(ctx))
+	}
+}
+
+func (e entry) result() (*Image, error) {
+	if e.err != nil {
+		return nil, e.err
+	}
+	return e.img.clone(), nil
+}
+
+// ResolvePool resolves the image of pool p for arch. p.Images already holds
+// the outcome of the precedence (see [Select]); an empty entry is an error
+// naming the pool and the architecture.
+func (r *Resolver) ResolvePool(ctx context.Context, p *config.Pool, arch config.Arch) (*Image, error) {
+	if p == nil {
+		return nil, errors.New("resolve pool image: pool is nil")
+	}
+	if !knownArch(arch) {
+		return nil, fmt.Errorf("pool %q: %w", p.Name, &UnknownArchError{Arch: arch})
+	}
+	spec := specFor(p.Images, arch)
+	if spec == "" {
+		return nil, &MissingSpecError{Pool: p.Name, Arch: arch}
+	}
+	img, err := r.Resolve(ctx, spec, arch)
+	if err != nil {
+		return nil, fmt.Errorf("pool %q: %w", p.Name, err)
+	}
+	return img, nil
+}
+
+// Invalidate forgets every cached result, so the next Resolve asks the API.
+// Lookups already running finish for their callers but are not cached.
+func (r *Resolver) Invalidate() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gen++
+	clear(r.cache)
+}
+
+// Close cancels running lookups, waits for them to end and makes later
+// calls of Resolve fail with [ErrClosed]. It is safe to call more than once.
+func (r *Resolver) Close() {
+	r.mu.Lock()
+	r.closed = true
+	for _, cancel := range r.cancels {
+		cancel()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+// fetch runs one shared lookup and caches its result. It runs on
+// singleflight's goroutine, so it outlives a caller that gives up: its
+// context keeps the first caller's values but not its cancellation, and
+// has a deadline of its own.
+func (r *Resolver) fetch(callerCtx context.Context, key cacheKey, hArch hcloud.Architecture, gen uint64) (*Image, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), r.lookupTimeout)
+	defer cancel()
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	id := r.nextID
+	r.nextID++
+	r.cancels[id] = cancel
+	r.wg.Add(1)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.cancels, id)
+		r.mu.Unlock()
+		r.wg.Done()
+	}()
+
+	log := r.log.With(zap.String("spec", string(key.spec)), zap.String("arch", string(key.arch)))
+	start := r.clock.Now()
+	img, err := r.lookup(ctx, key.spec, key.arch, hArch)
+	now := r.clock.Now()
+
+	r.mu.Lock()
+	if r.gen == gen {
+		switch {
+		case err == nil && r.ttl > 0:
+			r.cache[key] = entry{img: img, expires: now.Add(r.ttl)}
+		case err != nil && r.negativeTTL > 0 && definitive(err):
+			r.cache[key] = entry{err: err, expires: now.Add(r.negativeTTL)}
+		}
+	}
+	warn := false
+	if err == nil && img.Deprecated {
+		if _, done := r.warned[img.ID]; !done {
+			r.warned[img.ID] = struct{}{}
+			warn = true
+		}
+	}
+	r.mu.Unlock()
+
+	if err != nil {
+		log.Debug("image lookup failed", zap.Error(err), zap.Duration("took", now.Sub(start)))
+		return nil, err
+	}
+	log.Debug("image resolved", zap.Int64("image_id", img.ID), zap.Duration("took", now.Sub(start)))
+	if warn {
+		fields := []zap.Field{zap.Int64("image_id", img.ID), zap.String("image_name", img.Name)}
+		if !img.UnavailableAfter.IsZero() {
+			fields = append(fields, zap.Time("unavailable_after", img.UnavailableAfter))
+		}
+		log.Warn("image is deprecated; servers still get it until Hetzner removes it", fields...)
+	}
+	return img, nil
+}
