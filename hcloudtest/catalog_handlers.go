@@ -1,0 +1,112 @@
+package hcloudtest
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud/schema"
+)
+
+func cloneServerType(t schema.ServerType) schema.ServerType {
+	t.Prices = slices.Clone(t.Prices)
+	t.Locations = slices.Clone(t.Locations)
+	return t
+}
+
+func handleGetServerType(s *Server, r *request) (response, *apiError) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return response{}, err
+	}
+	t := s.st.serverTypeByID(id)
+	if t == nil {
+		return response{}, notFound("server type")
+	}
+	return ok200(schema.ServerTypeGetResponse{ServerType: cloneServerType(*t)}), nil
+}
+
+var serverTypeSorts = map[string]func(a, b schema.ServerType) int{
+	"id":   func(a, b schema.ServerType) int { return cmp.Compare(a.ID, b.ID) },
+	"name": func(a, b schema.ServerType) int { return cmp.Compare(a.Name, b.Name) },
+}
+
+func handleListServerTypes(s *Server, r *request) (response, *apiError) {
+	name := r.query.Get("name")
+	var list []schema.ServerType
+	for _, t := range s.st.serverTypes {
+		if name == "" || t.Name == name {
+			list = append(list, cloneServerType(t))
+		}
+	}
+	if err := sortList(list, r.query["sort"], serverTypeSorts); err != nil {
+		return response{}, err
+	}
+	page, m, err := paginate(r, list)
+	if err != nil {
+		return response{}, err
+	}
+	return ok200(map[string]any{"server_types": page, "meta": m}), nil
+}
+
+func handleGetLocation(s *Server, r *request) (response, *apiError) {
+	id, err := pathID(r, "id")
+	if err != nil {
+		return response{}, err
+	}
+	l := s.st.locationByID(id)
+	if l == nil {
+		return response{}, notFound("location")
+	}
+	return ok200(schema.LocationGetResponse{Location: *l}), nil
+}
+
+var locationSorts = map[string]func(a, b schema.Location) int{
+	"id":   func(a, b schema.Location) int { return cmp.Compare(a.ID, b.ID) },
+	"name": func(a, b schema.Location) int { return cmp.Compare(a.Name, b.Name) },
+}
+
+func handleListLocations(s *Server, r *request) (response, *apiError) {
+	name := r.query.Get("name")
+	var list []schema.Location
+	for _, l := range s.st.locations {
+		if name == "" || l.Name == name {
+			list = append(list, l)
+		}
+	}
+	if err := sortList(list, r.query["sort"], locationSorts); err != nil {
+		return response{}, err
+	}
+	page, m, err := paginate(r, list)
+	if err != nil {
+		return response{}, err
+	}
+	return ok200(map[string]any{"locations": page, "meta": m}), nil
+}
+
+// handlePricing answers GET /pricing: EUR, the VAT rate, and the
+// per-location server type prices of the catalogue.
+func handlePricing(s *Server, _ *request) (response, *apiError) {
+	p := schema.Pricing{
+		Currency:          "EUR",
+		VATRate:           fmt.Sprintf("%.2f", VATRate),
+		Image:             schema.PricingImage{PricePerGBMonth: price(0.011)},
+		FloatingIPs:       []schema.PricingFloatingIPType{},
+		PrimaryIPs:        []schema.PricingPrimaryIP{},
+		ServerBackup:      schema.PricingServerBackup{Percentage: "20.00"},
+		ServerTypes:       []schema.PricingServerType{},
+		LoadBalancerTypes: []schema.PricingLoadBalancerType{},
+		Volume:            schema.PricingVolume{PricePerGBPerMonth: price(0.044)},
+	}
+	ipv4 := schema.PricingPrimaryIP{Type: "ipv4"}
+	ipv6 := schema.PricingPrimaryIP{Type: "ipv6"}
+	for _, l := range s.st.locations {
+		ipv4.Prices = append(ipv4.Prices, schema.PricingPrimaryIPTypePrice{Location: l.Name, PriceHourly: price(0.0008), PriceMonthly: price(0.5)})
+		ipv6.Prices = append(ipv6.Prices, schema.PricingPrimaryIPTypePrice{Location: l.Name, PriceHourly: price(0), PriceMonthly: price(0)})
+	}
+	p.PrimaryIPs = append(p.PrimaryIPs, ipv4, ipv6)
+	for _, t := range s.st.serverTypes {
+		p.ServerTypes = append(p.ServerTypes, schema.PricingServerType{ID: t.ID, Name: t.Name, Prices: slices.Clone(t.Prices)})
+	}
+	return ok200(schema.PricingGetResponse{Pricing: p}), nil
+}

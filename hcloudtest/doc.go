@@ -1,0 +1,77 @@
+// Package hcloudtest runs an in-memory Hetzner Cloud API on 127.0.0.1 for
+// tests, in the spirit of [net/http/httptest]. The real hcloud-go client
+// talks to it unchanged; the JSON is built from hcloud-go's schema types,
+// so shapes match the real API.
+//
+//	s := hcloudtest.NewServer(hcloudtest.WithClock(clock))
+//	defer s.Close()
+//	client := s.Client() // token, endpoint, 1 ms poll and retry backoffs
+//
+// # Resources
+//
+// Servers (create, get, list, update, delete; poweron, poweroff, shutdown,
+// reboot, reset, attach_to_network, detach_from_network), actions (by ID
+// and listed by id filters), server types, locations, images, networks,
+// firewalls, SSH keys, placement groups and pricing. The catalogue models
+// Hetzner's offer: locations fsn1, nbg1, hel1, ash, hil and sin; shared
+// x86 types cx23-cx53 and cpx11-cpx51 (cx only in the EU), dedicated
+// ccx13-ccx63, Arm cax11-cax41 (EU only); system images ubuntu-24.04,
+// ubuntu-22.04 and debian-12 for x86 and arm.
+//
+// Lists follow the API: page and per_page (default 25, at most 50),
+// meta.pagination, sort=field[:asc|:desc], name filters and label
+// selectors (k, !k, k=v, k==v, k!=v, k in (a,b), k notin (a,b); a comma
+// means and). Server names are unique per project (uniqueness_error),
+// placement groups hold at most 10 servers
+// (placement_group_member_limit_reached), and [WithServerLimit] caps the
+// project (resource_limit_exceeded). Errors have the API's body
+// {"error":{"code","message","details"}}; invalid_input lists every bad
+// field at once in details.fields. References that do not exist in a
+// create request (server type, image, location, SSH key, network,
+// firewall, placement group) are invalid_input, as the API answers for
+// images.
+//
+// # Time and actions
+//
+// Every state change after a request is an action that completes when the
+// server's [Clock] reaches its due time: a create is initializing until
+// create_server finishes, then starting until start_server finishes, then
+// running (or off when start_after_create is false); a delete is deleting
+// until delete_server finishes, then gone. Actions are evaluated lazily on
+// every request and state accessor, so no goroutine runs in the
+// background. Durations come from [WithActionDuration] and
+// [WithDefaultActionDuration]; the defaults are short (create_server 1 s,
+// most others 500 ms). Inject a [ManualClock] to make tests deterministic:
+// actions finish exactly when the test advances it. A server with a running
+// action is locked: power and network actions on it get locked.
+//
+// # Faults
+//
+// [Server.FailRequest] fails the nth matching request with any code or
+// status, optionally after the operation took effect (a lost response);
+// [Server.DropConnection] closes the connection without an answer;
+// [Server.FailAction] makes the next action of a command end in error;
+// [Server.SetUnavailable] makes creates of a server type and/or location
+// fail with resource_unavailable; [Server.SetLatency] delays requests.
+//
+// # Rate limit
+//
+// A token bucket modelled on Hetzner's (3600 requests, one refilled per
+// second on the server's clock; see [WithRateLimit]) sets RateLimit-Limit,
+// RateLimit-Remaining and RateLimit-Reset on every response and answers
+// 429 rate_limit_exceeded when empty.
+//
+// # Observability
+//
+// [Server.Requests] is the request log; [Server.Count] and [Server.Counts]
+// count requests by template, such as "POST /servers" or
+// "GET /actions". [Server.Servers], [Server.AddServer],
+// [Server.SetServerStatus], [Server.DeleteServerNow] and the other Add
+// methods read and change the project directly, for example to simulate
+// servers left behind by another tool or a crash.
+//
+// # Concurrency
+//
+// A Server is safe for concurrent use. One mutex guards the project state,
+// so each request is atomic. [Server.Close] waits for outstanding requests.
+package hcloudtest

@@ -1,0 +1,210 @@
+package hcloudtest
+
+import (
+	"net/http"
+	"time"
+)
+
+// RequestFault describes how one request fails. See [Server.FailRequest].
+type RequestFault struct {
+	// Code is the API error code of the answer, such as "server_error" or
+	// "timeout". Empty with a Status sends a non-JSON body, which hcloud-go
+	// reports as hcloud.ErrStatusCode.
+	Code string
+	// Message is the error message; a generic one is used when empty.
+	Message string
+	// Status is the HTTP status; zero takes the code's usual status
+	// ([StatusForCode]).
+	Status int
+	// Details is sent as error.details when not nil.
+	Details any
+	// AfterEffect performs the operation before failing, as when the
+	// response to a successful request is lost: the server exists, the
+	// client sees an error.
+	AfterEffect bool
+	// Drop closes the connection without any response instead of
+	// answering.
+	Drop bool
+}
+
+func (f *RequestFault) status() int {
+	if f.Status != 0 {
+		return f.Status
+	}
+	if f.Code == "" {
+		return http.StatusInternalServerError
+	}
+	return StatusForCode(f.Code)
+}
+
+type pendingRequestFault struct {
+	template string
+	skip     int // matching requests to let through first
+	fault    RequestFault
+}
+
+type actionFault struct {
+	command string
+	code    string
+	message string
+}
+
+type unavailability struct {
+	serverType string
+	location   string
+}
+
+// faults holds the injected failures; guarded by Server.mu.
+type faults struct {
+	requests    []*pendingRequestFault
+	actions     []actionFault
+	unavailable map[unavailability]bool
+	latency     time.Duration
+}
+
+// takeRequestFault counts one request matching template against every
+// pending fault and returns the first fault whose turn it is.
+func (f *faults) takeRequestFault(template string) *RequestFault {
+	var hit *RequestFault
+	kept := f.requests[:0]
+	for _, p := range f.requests {
+		if p.template != template {
+			kept = append(kept, p)
+			continue
+		}
+		if p.skip > 0 || hit != nil {
+			if hit == nil {
+				p.skip--
+			}
+			kept = append(kept, p)
+			continue
+		}
+		fault := p.fault
+		hit = &fault
+	}
+	clear(f.requests[len(kept):])
+	f.requests = kept
+	return hit
+}
+
+func (f *faults) takeActionFault(command string) *actionFault {
+	for i, a := range f.actions {
+		if a.command == command {
+			f.actions = append(f.actions[:i], f.actions[i+1:]...)
+			return &a
+		}
+	}
+	return nil
+}
+
+func (f *faults) isUnavailable(serverType, location string) bool {
+	for _, k := range []unavailability{
+		{serverType, location}, {serverType, ""}, {"", location}, {"", ""},
+	} {
+		if f.unavailable[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// FailRequest makes the nth next request matching template fail as f
+// describes; nth 1 is the very next one. template is the method and path
+// template as in [Server.Count], for example "POST /servers" or
+// "GET /actions". Each call fails one request; call it again for more.
+func (s *Server) FailRequest(template string, nth int, f RequestFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.faults.requests = append(s.st.faults.requests, &pendingRequestFault{
+		template: template,
+		skip:     max(nth, 1) - 1,
+		fault:    f,
+	})
+}
+
+// DropConnection closes the connection of the nth next request matching
+// template without answering. With afterEffect the operation happens
+// first, so the client loses the response to a request that succeeded.
+func (s *Server) DropConnection(template string, nth int, afterEffect bool) {
+	s.FailRequest(template, nth, RequestFault{Drop: true, AfterEffect: afterEffect})
+}
+
+// FailAction makes the next action of command (such as "create_server",
+// "start_server", "attach_to_network", "poweron") end with status error and
+// the given code and message when it completes. The request that starts
+// the action still succeeds, so the resource exists. Each call fails one
+// action.
+func (s *Server) FailAction(command, code, message string) {
+	if message == "" {
+		message = "action failed"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.faults.actions = append(s.st.faults.actions, actionFault{command: command, code: code, message: message})
+}
+
+// SetUnavailable makes server creates of serverType in location fail with
+// resource_unavailable (unavailable true) or lifts that (false). An empty
+// serverType or location matches any. The catalogue still lists the type
+// as available, as happens with the real API during shortages.
+func (s *Server) SetUnavailable(serverType, location string, unavailable bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := unavailability{serverType: serverType, location: location}
+	if unavailable {
+		s.st.faults.unavailable[k] = true
+	} else {
+		delete(s.st.faults.unavailable, k)
+	}
+}
+
+// SetLatency delays every later request by d of real time before it is
+// handled (and before the lock is taken, so requests overlap). Zero turns
+// it off.
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.faults.latency = max(d, 0)
+}
+
+func (s *Server) sleepLatency(hr *http.Request) {
+	s.mu.Lock()
+	d := s.st.faults.latency
+	s.mu.Unlock()
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-hr.Context().Done():
+	case <-s.closing:
+	}
+}
+
+func writeFault(w http.ResponseWriter, f *RequestFault) {
+	if f.Code == "" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(f.status())
+		_, _ = w.Write([]byte(http.StatusText(f.status()) + "\n"))
+		return
+	}
+	msg := f.Message
+	if msg == "" {
+		msg = "injected " + f.Code
+	}
+	writeError(w, &apiError{status: f.status(), code: f.Code, message: msg, details: f.Details})
+}
+
+// dropConnection closes the client's connection without writing a
+// response. The server speaks HTTP/1.1 on plain TCP, where hijacking always
+// works; should it not, a bare 502 is the closest answer.
+func dropConnection(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	_ = conn.Close()
+}

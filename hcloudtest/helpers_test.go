@@ -1,0 +1,64 @@
+package hcloudtest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+)
+
+// epoch is the manual clock's start in every test.
+var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// newFake starts a fake with a manual clock and returns it with a client.
+func newFake(t *testing.T, opts ...hcloudtest.Option) (*hcloudtest.Server, *hcloud.Client, *hcloudtest.ManualClock) {
+	t.Helper()
+	clock := hcloudtest.NewManualClock(epoch)
+	s := hcloudtest.NewServer(append([]hcloudtest.Option{hcloudtest.WithClock(clock)}, opts...)...)
+	t.Cleanup(s.Close)
+	return s, s.Client(), clock
+}
+
+// waitFor runs client.Action.WaitFor while advancing the manual clock in
+// steps, as time would pass for a real client.
+func waitFor(t *testing.T, client *hcloud.Client, clock *hcloudtest.ManualClock, actions ...*hcloud.Action) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- client.Action.WaitFor(ctx, actions...) }()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-tick.C:
+			clock.Advance(250 * time.Millisecond)
+		}
+	}
+}
+
+func mustCreate(t *testing.T, client *hcloud.Client, opts hcloud.ServerCreateOpts) hcloud.ServerCreateResult {
+	t.Helper()
+	res, _, err := client.Server.Create(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("Server.Create(%q) error: %v", opts.Name, err)
+	}
+	return res
+}
+
+func basicCreateOpts(name string, labels map[string]string) hcloud.ServerCreateOpts {
+	return hcloud.ServerCreateOpts{
+		Name:       name,
+		ServerType: &hcloud.ServerType{Name: "cx23"},
+		Image:      &hcloud.Image{Name: "ubuntu-24.04"},
+		Location:   &hcloud.Location{Name: "fsn1"},
+		Labels:     labels,
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
