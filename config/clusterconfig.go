@@ -129,6 +129,9 @@ func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 					"key":    func(path string, raw json.RawMessage) { t.Key, _ = p.str(path, raw) },
 					"value":  func(path string, raw json.RawMessage) { t.Value, _ = p.str(path, raw) },
 					"effect": func(path string, raw json.RawMessage) { s, _ := p.str(path, raw); t.Effect = corev1.TaintEffect(s) },
+					// Upstream decoded corev1.Taint, so a taint copied from
+					// a node may carry timeAdded; it means nothing here.
+					"timeAdded": func(path string, _ json.RawMessage) { p.warnf(path, "ignored: a template taint has no time") },
 				})
 				nc.Taints = append(nc.Taints, t)
 			})

@@ -131,7 +131,8 @@
 //     [LabelCluster] are set by hcloudscale and cannot be given.
 //   - taints: {key, value, effect} for the template node: key and value with
 //     Kubernetes label syntax, effect one of NoSchedule, PreferNoSchedule,
-//     NoExecute; no two taints with the same key and effect.
+//     NoExecute; no two taints with the same key and effect. A timeAdded key,
+//     which upstream's decoding accepted, is ignored with a warning.
 //   - imagesForArch: the pool's image specs. The image of an architecture is
 //     the pool's spec, else the global imagesForArch spec, else HCLOUD_IMAGE,
 //     else [DefaultImage]. Upstream replaced the whole global object with
