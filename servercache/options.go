@@ -1,0 +1,145 @@
+package servercache
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults of the options.
+const (
+	DefaultTTL           = 60 * time.Second
+	DefaultTypeTTL       = time.Hour
+	DefaultJitter        = 0.1
+	DefaultListingBudget = 300 // requests per hour: a tenth of Hetzner's default 3,600
+	DefaultListTimeout   = 2 * time.Minute
+	// MaxJitter bounds WithJitter so that an expiry never comes sooner than
+	// half the TTL.
+	MaxJitter = 0.5
+)
+
+// Clock tells the time. Tests inject a manual clock to step through TTLs.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Option configures a [Cache] or a [TypeCatalog]. Options that make sense
+// for only one of them say so; the other ignores them.
+type Option func(*options)
+
+type options struct {
+	clusterName string
+	ttl         time.Duration // 0: the constructor's default
+	jitter      float64
+	budget      int
+	listTimeout time.Duration
+	rand        func() float64
+	clock       Clock
+	logger      *zap.Logger
+}
+
+func newOptions(opts []Option) options {
+	o := options{
+		jitter:      DefaultJitter,
+		budget:      DefaultListingBudget,
+		listTimeout: DefaultListTimeout,
+		rand:        rand.Float64,
+		clock:       systemClock{},
+		logger:      zap.NewNop(),
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// WithClusterName scopes the [Cache] to the servers labelled
+// config.LabelCluster=name, so that clusters sharing a project never see
+// each other's servers. Empty means no cluster label. The name must be a
+// valid label value, which config validates. TypeCatalog ignores it.
+func WithClusterName(name string) Option {
+	return func(o *options) { o.clusterName = name }
+}
+
+// WithTTL sets how long a listing stays fresh before jitter: DefaultTTL for
+// a [Cache], DefaultTypeTTL for a [TypeCatalog]. A non-positive TTL keeps
+// the default.
+func WithTTL(ttl time.Duration) Option {
+	return func(o *options) {
+		if ttl > 0 {
+			o.ttl = ttl
+		}
+	}
+}
+
+// WithJitter spreads expiries: each listing stays fresh for the TTL times
+// a random factor in [1-fraction, 1+fraction), so that many processes (or
+// the two caches of one) do not list in lockstep. The fraction is clamped
+// to [0, MaxJitter]; the default is DefaultJitter.
+func WithJitter(fraction float64) Option {
+	return func(o *options) { o.jitter = min(max(fraction, 0), MaxJitter) }
+}
+
+// WithRand replaces the source of the jitter; f must return values in
+// [0, 1) and be safe for concurrent use. Tests use it to make expiries
+// deterministic. A nil f keeps math/rand/v2.
+func WithRand(f func() float64) Option {
+	return func(o *options) {
+		if f != nil {
+			o.rand = f
+		}
+	}
+}
+
+// WithListingBudget caps the steady-state cost of a [Cache]'s listings at
+// requestsPerHour: a listing of P pages stays fresh for at least
+// P × 3600 s / requestsPerHour, even at the low end of the jitter. At
+// 10,000 servers (200 pages) and the default DefaultListingBudget that is
+// 40 minutes; our own creates and deletes reach the snapshot at once
+// through [Cache.Upsert] and [Cache.Remove], so only changes made by others
+// wait that long. A non-positive value keeps the default. TypeCatalog
+// ignores it.
+func WithListingBudget(requestsPerHour int) Option {
+	return func(o *options) {
+		if requestsPerHour > 0 {
+			o.budget = requestsPerHour
+		}
+	}
+}
+
+// WithListTimeout bounds one listing. A listing runs for every caller
+// waiting on it, so it does not stop when the caller that started it gives
+// up; this timeout is what stops it. The default, DefaultListTimeout,
+// leaves room for the 200 pages of 10,000 servers. A non-positive value
+// keeps the default.
+func WithListTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.listTimeout = d
+		}
+	}
+}
+
+// WithClock replaces the system clock. A nil clock keeps it.
+func WithClock(c Clock) Option {
+	return func(o *options) {
+		if c != nil {
+			o.clock = c
+		}
+	}
+}
+
+// WithLogger sets the logger: routine listings at debug level, failures at
+// warn. A nil logger keeps the default zap.NewNop().
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}

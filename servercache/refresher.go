@@ -1,0 +1,233 @@
+package servercache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
+)
+
+// ErrClosed is returned by the methods that list after Close.
+var ErrClosed = errors.New("servercache: closed")
+
+// failureBackoff is the pause after a failed listing before Get lists
+// again; it doubles per consecutive failure up to the TTL. Without it, a
+// caller that polls every few seconds would spend the API budget on a
+// listing that keeps failing after many pages.
+const failureBackoff = 5 * time.Second
+
+// refresher decides when a cached value must be fetched again and turns
+// concurrent fetches into one. The value itself is stored by fetch.
+type refresher struct {
+	what string // "servers" or "server types", for errors and logs
+	// fetch stores a fresh value.
+	fetch   func(ctx context.Context) (fetched, error)
+	ttl     time.Duration
+	jitter  float64
+	rand    func() float64
+	clock   Clock
+	timeout time.Duration
+	log     *zap.Logger
+
+	group singleflight.Group
+	wg    sync.WaitGroup // counts fetches in flight, so that close can wait for them
+
+	mu        sync.Mutex // guards the fields below
+	fetched   bool       // a fetch has succeeded
+	expiresAt time.Time
+	gen       uint64 // bumped by invalidate: a fetch that started before cannot make the value fresh
+	started   uint64 // fetches started so far
+	lastOK    uint64 // the started-number of the last successful fetch
+	failures  int    // consecutive failed fetches
+	retryAt   time.Time
+	lastErr   error
+	closed    bool
+	cancel    context.CancelFunc // of the fetch in flight, nil when none
+}
+
+// fetched describes a successful fetch.
+type fetched struct {
+	// floor is the shortest time the value may stay fresh (the budget
+	// floor), or 0.
+	floor time.Duration
+	// fields describe the value in the debug log of the fetch.
+	fields []zap.Field
+}
+
+func newRefresher(what string, ttl time.Duration, o options, fetch func(context.Context) (fetched, error)) *refresher {
+	return &refresher{
+		what:    what,
+		fetch:   fetch,
+		ttl:     ttl,
+		jitter:  o.jitter,
+		rand:    o.rand,
+		clock:   o.clock,
+		timeout: o.listTimeout,
+		log:     o.logger,
+	}
+}
+
+// ensure fetches when the value is missing or expired, or always with
+// force, sharing a fetch already in flight. A caller whose ctx ends stops
+// waiting at once; the fetch goes on for the others.
+func (r *refresher) ensure(ctx context.Context, force bool) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	if !force {
+		if r.freshLocked() {
+			r.mu.Unlock()
+			return nil
+		}
+		if err := r.backingOffLocked(); err != nil {
+			r.mu.Unlock()
+			return err
+		}
+	}
+	ticket := r.started
+	r.mu.Unlock()
+
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("waiting for the %s listing: %w", r.what, err)
+	}
+	ch := r.group.DoChan("", func() (any, error) {
+		return nil, r.run(ctx, force, ticket)
+	})
+	select {
+	case res := <-ch:
+		return res.Err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the %s listing: %w", r.what, ctx.Err())
+	}
+}
+
+// run is the body of one coalesced fetch. ticket is the number of fetches
+// started when the caller decided to fetch.
+func (r *refresher) run(ctx context.Context, force bool, ticket uint64) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	// A caller that found the value stale may get here just after another
+	// fetch completed; fetching again would double the cost of an expiry.
+	if force {
+		if r.lastOK > ticket {
+			r.mu.Unlock()
+			return nil
+		}
+	} else {
+		if r.freshLocked() {
+			r.mu.Unlock()
+			return nil
+		}
+		if err := r.backingOffLocked(); err != nil {
+			r.mu.Unlock()
+			return err
+		}
+	}
+	r.started++
+	seq, gen := r.started, r.gen
+	// The fetch serves every waiting caller, so the starter's cancellation
+	// must not end it; its values (trace IDs and such) are kept.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.timeout)
+	defer cancel()
+	r.cancel = cancel
+	r.wg.Add(1)
+	defer r.wg.Done()
+	r.mu.Unlock()
+
+	start := r.clock.Now()
+	res, err := r.fetch(fctx)
+	now := r.clock.Now()
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cancel = nil
+	if err != nil {
+		r.failures++
+		r.lastErr = err
+		r.retryAt = now.Add(r.backoffLocked())
+		r.log.Warn("listing "+r.what+" failed",
+			zap.Duration("took", now.Sub(start)),
+			zap.Int("consecutiveFailures", r.failures),
+			zap.Time("retryAt", r.retryAt),
+			zap.Error(err))
+		return err
+	}
+	r.failures, r.lastErr, r.retryAt = 0, nil, time.Time{}
+	r.fetched = true
+	r.lastOK = seq
+	if gen == r.gen {
+		r.expiresAt = now.Add(r.interval(res.floor))
+	} else {
+		// Invalidated while in flight: what prompted it may postdate the
+		// listing, so the next Get lists again.
+		r.expiresAt = time.Time{}
+	}
+	r.log.Debug("listed "+r.what, append(res.fields,
+		zap.Duration("took", now.Sub(start)),
+		zap.Time("expiresAt", r.expiresAt))...)
+	return nil
+}
+
+// interval is how long a fetched value stays fresh: the TTL, raised so
+// that even the low end of the jitter respects the budget floor, times a
+// random factor in [1-jitter, 1+jitter).
+func (r *refresher) interval(floor time.Duration) time.Duration {
+	base := max(r.ttl, time.Duration(float64(floor)/(1-r.jitter)))
+	factor := 1 + r.jitter*(2*r.rand()-1)
+	return time.Duration(float64(base) * factor)
+}
+
+func (r *refresher) backoffLocked() time.Duration {
+	d := failureBackoff
+	for i := 1; i < r.failures && d < r.ttl; i++ {
+		d *= 2
+	}
+	return min(d, r.ttl)
+}
+
+func (r *refresher) freshLocked() bool {
+	return r.fetched && r.clock.Now().Before(r.expiresAt)
+}
+
+func (r *refresher) backingOffLocked() error {
+	if r.lastErr == nil || !r.clock.Now().Before(r.retryAt) {
+		return nil
+	}
+	return fmt.Errorf("not listing %s again before %s: %w",
+		r.what, r.retryAt.Format(time.RFC3339), r.lastErr)
+}
+
+// invalidate makes the next ensure fetch, also during a failure backoff.
+func (r *refresher) invalidate() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gen++
+	r.expiresAt = time.Time{}
+	r.retryAt = time.Time{}
+}
+
+func (r *refresher) expiry() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.expiresAt
+}
+
+// close cancels a fetch in flight and waits for it to end.
+func (r *refresher) close() {
+	r.mu.Lock()
+	r.closed = true
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
