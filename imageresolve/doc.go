@@ -5,8 +5,9 @@
 //
 // [Select] picks the spec per architecture: the pool's imagesForArch entry,
 // else the global imagesForArch entry, else HCLOUD_IMAGE. Each architecture
-// is decided on its own. The config package applies it when it builds
-// [config.Pool.Images]; [Resolver.ResolvePool] reads the result. An empty
+// is decided on its own. The config package applies the same rule when it
+// fills the Images of each [config.Pool]; [Resolver.ResolvePool] reads the
+// result. An empty
 // spec is an error ([MissingSpecError]) naming the pool and the
 // architecture, never "the newest snapshot of the project" as upstream
 // does.

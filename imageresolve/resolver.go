@@ -216,7 +216,7 @@ func (r *Resolver) ResolvePool(ctx context.Context, p *config.Pool, arch config.
 	if !knownArch(arch) {
 		return nil, fmt.Errorf("pool %q: %w", p.Name, &UnknownArchError{Arch: arch})
 	}
-	spec := specFor(p.Images, arch)
+	spec := p.Images.ForArch(arch)
 	if spec == "" {
 		return nil, &MissingSpecError{Pool: p.Name, Arch: arch}
 	}

@@ -15,27 +15,16 @@ import (
 // architecture without an image. Select returns "" when nothing is set or
 // arch is unknown; [Resolver.ResolvePool] turns that into an error.
 func Select(pool, global config.ImagesForArch, fallback config.ImageSpec, arch config.Arch) config.ImageSpec {
-	if s := specFor(pool, arch); s != "" {
+	if s := pool.ForArch(arch); s != "" {
 		return s
 	}
-	if s := specFor(global, arch); s != "" {
+	if s := global.ForArch(arch); s != "" {
 		return s
 	}
 	if !knownArch(arch) {
 		return ""
 	}
 	return fallback
-}
-
-func specFor(images config.ImagesForArch, arch config.Arch) config.ImageSpec {
-	switch arch {
-	case config.ArchAMD64:
-		return images.AMD64
-	case config.ArchARM64:
-		return images.ARM64
-	default:
-		return ""
-	}
 }
 
 func knownArch(arch config.Arch) bool {
