@@ -1,0 +1,387 @@
+package hcloudscale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"go.uber.org/zap"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/imageresolve"
+	"github.com/hcloudscale/hcloudscale/internal/metrics"
+	"github.com/hcloudscale/hcloudscale/internal/pacer"
+	"github.com/hcloudscale/hcloudscale/pool"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+// Cluster is a set of node pools that share one API client, one server
+// listing, one server-type catalogue, one image resolver and one action
+// poller. Its methods are safe for concurrent use.
+type Cluster struct {
+	cfg    *config.Config
+	client *hcloud.Client
+	pacer  *pacer.Pacer
+	log    *zap.Logger
+
+	servers *servercache.Cache
+	types   *servercache.TypeCatalog
+	images  *imageresolve.Resolver
+	waiter  *pool.Waiter
+
+	pools    []*pool.Pool
+	byName   map[string]*pool.Pool
+	warnings []string
+
+	presence *presenceCache
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New checks cfg against the API and returns a Cluster ready to scale.
+//
+// Every reference the configuration makes is looked up once: the network and
+// its subnets, each firewall, SSH key and placement group, each pool's server
+// type (it must exist and be available in the pool's location) and the image
+// for its architecture. All problems are reported together, each naming the
+// setting it concerns. Deprecated server types and images are warnings
+// ([Cluster.Warnings]), not errors.
+//
+// New makes about one request per reference plus one server listing and one
+// server-type listing. Close the Cluster to stop its background work.
+func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, error) {
+	if cfg == nil {
+		return nil, errors.New("config is nil")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	m, err := metrics.New(o.registerer)
+	if err != nil {
+		return nil, err
+	}
+
+	c := &Cluster{
+		cfg:      cfg,
+		log:      o.logger,
+		byName:   map[string]*pool.Pool{},
+		warnings: slices.Clone(cfg.Warnings),
+	}
+	c.client, c.pacer = newClient(cfg, &o)
+
+	c.servers = servercache.New(&c.client.Server,
+		servercache.WithClusterName(cfg.ClusterName),
+		servercache.WithTTL(o.listTTL),
+		servercache.WithClock(o.clock),
+		servercache.WithLogger(o.logger),
+	)
+	c.types = servercache.NewTypeCatalog(&c.client.ServerType,
+		servercache.WithClock(o.clock),
+		servercache.WithLogger(o.logger),
+	)
+	c.images = imageresolve.New(&c.client.Image,
+		imageresolve.WithClock(o.clock),
+		imageresolve.WithLogger(o.logger),
+	)
+	c.presence = newPresenceCache(&c.client.Server, o.clock)
+
+	refs, err := c.check(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	c.waiter = pool.NewWaiter(&c.client.Action,
+		pool.WithPollInterval(o.pollInterval),
+		pool.WithWaiterLogger(o.logger),
+	)
+	offerings := pool.NewOfferings(o.clock, m)
+	for i := range cfg.Pools {
+		pc := cfg.Pools[i]
+		deps := pool.Deps{
+			Servers: &c.client.Server,
+			Waiter:  c.waiter,
+			Cache:   c.servers,
+			Types:   c.types,
+			Images:  c.images,
+			Network: refs.network,
+			SSHKeys: refs.sshKeys,
+		}
+		if pc.Network == "" {
+			deps.Network = nil
+		}
+		for _, fw := range pc.Firewalls {
+			deps.Firewalls = append(deps.Firewalls, refs.firewalls[fw])
+		}
+		if pc.PlacementGroup != "" {
+			deps.PlacementGroup = refs.placementGroups[pc.PlacementGroup]
+		}
+		p, err := pool.New(pc, deps,
+			pool.WithLogger(o.logger),
+			pool.WithClock(o.clock),
+			pool.WithMetrics(m),
+			pool.WithOfferings(offerings),
+			pool.WithClusterName(cfg.ClusterName),
+			pool.WithCreateConcurrency(o.createConcurrency),
+			pool.WithDeleteConcurrency(o.deleteConcurrency),
+			pool.WithCreationTimeout(cfg.CreationTimeout),
+		)
+		if err != nil {
+			c.closePools(context.Background())
+			c.waiter.Close()
+			return nil, err
+		}
+		c.pools = append(c.pools, p)
+		c.byName[pc.Name] = p
+	}
+	for _, w := range c.warnings {
+		c.log.Warn(w)
+	}
+	return c, nil
+}
+
+// newClient builds the hcloud-go client. Requests pass, outermost first,
+// through hcloud-go's instrumentation (when a registerer is set), the
+// rate-limit pacer and the redacting debug log before they reach the
+// network.
+func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
+	base := o.transport
+	if base == nil {
+		base = &http.Transport{
+			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ResponseHeaderTimeout: 30 * time.Second,
+			IdleConnTimeout:       90 * time.Second,
+			MaxIdleConnsPerHost:   16,
+			ForceAttemptHTTP2:     true,
+		}
+	}
+	rt := newDebugTransport(base, o.logger)
+	p := pacer.New(rt, pacer.WithReserve(o.rateLimitReserve), pacer.WithLogger(o.logger))
+	if o.rateLimitReserve < 0 {
+		p = pacer.New(rt, pacer.WithLogger(o.logger))
+	}
+	httpClient := &http.Client{Transport: p, Timeout: o.requestTimeout}
+
+	endpoint := cfg.Endpoint
+	if endpoint == "" {
+		endpoint = config.DefaultEndpoint
+	}
+	copts := []hcloud.ClientOption{
+		hcloud.WithToken(cfg.Token.Reveal()),
+		hcloud.WithEndpoint(endpoint),
+		hcloud.WithApplication(o.appName, o.appVersion),
+		hcloud.WithHTTPClient(httpClient),
+		// Both fields always: WithRetryOpts assigns MaxRetries even when
+		// left zero, which would disable retries.
+		hcloud.WithRetryOpts(hcloud.RetryOpts{
+			BackoffFunc: hcloud.ExponentialBackoffWithOpts(hcloud.ExponentialBackoffOpts{
+				Base: time.Second, Multiplier: 2, Cap: 30 * time.Second, Jitter: true,
+			}),
+			MaxRetries: 3,
+		}),
+		// Our own waiter polls actions; this covers hcloud-go's helpers.
+		hcloud.WithPollOpts(hcloud.PollOpts{BackoffFunc: hcloud.ConstantBackoff(time.Second)}),
+	}
+	if o.registerer != nil {
+		copts = append(copts, hcloud.WithInstrumentation(o.registerer))
+	}
+	copts = append(copts, o.clientOptions...)
+	return hcloud.NewClient(copts...), p
+}
+
+// check resolves the references and verifies server types, images and
+// placement-group room, reporting every problem at once.
+func (c *Cluster) check(ctx context.Context) (*references, error) {
+	var errs []error
+	refs, err := resolveReferences(ctx, newReferenceAPI(c.client), c.cfg)
+	if err != nil {
+		errs = append(errs, err)
+	}
+
+	types, err := c.types.All(ctx)
+	if err != nil {
+		return nil, errors.Join(append(errs, fmt.Errorf("listing server types: %w", err))...)
+	}
+	byName := make(map[string]*servercache.ServerType, len(types))
+	for _, t := range types {
+		byName[t.Name] = t
+	}
+	for i := range c.cfg.Pools {
+		p := &c.cfg.Pools[i]
+		t := byName[p.ServerType]
+		if t == nil {
+			errs = append(errs, fmt.Errorf("--nodes %s: server type %q does not exist", p.Name, p.ServerType))
+			continue
+		}
+		loc, ok := t.Locations[p.Location]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("--nodes %s: server type %q is not offered in location %q", p.Name, p.ServerType, p.Location))
+			continue
+		case !loc.Available:
+			errs = append(errs, fmt.Errorf("--nodes %s: server type %q is not available in location %q", p.Name, p.ServerType, p.Location))
+			continue
+		case loc.Deprecated:
+			w := fmt.Sprintf("--nodes %s: server type %q is deprecated in location %q", p.Name, p.ServerType, p.Location)
+			if !loc.UnavailableAfter.IsZero() {
+				w += fmt.Sprintf(" and can be ordered until %s", loc.UnavailableAfter.UTC().Format(time.DateOnly))
+			}
+			c.warnings = append(c.warnings, w)
+		}
+		img, err := c.images.ResolvePool(ctx, p, t.Arch)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("--nodes %s: image for server type %q (%s): %w", p.Name, p.ServerType, t.Arch, err))
+		case img.Deprecated:
+			c.warnings = append(c.warnings, fmt.Sprintf("--nodes %s: image %q (%d) is deprecated", p.Name, img.Name, img.ID))
+		}
+	}
+
+	snap, err := c.servers.Get(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing servers: %w", err))
+	} else if refs != nil {
+		errs = append(errs, checkPlacementRoom(c.cfg, refs, func(id int64) string {
+			if s := snap.ByID(id); s != nil {
+				return s.Pool
+			}
+			return ""
+		})...)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return refs, nil
+}
+
+// Config returns the configuration the Cluster was built from. Do not
+// modify it.
+func (c *Cluster) Config() *config.Config { return c.cfg }
+
+// Client returns the API client the Cluster uses, for requests of the
+// caller's own. It shares the rate-limit pacer with the Cluster.
+func (c *Cluster) Client() *hcloud.Client { return c.client }
+
+// Warnings returns what New found worth a warning: ignored configuration
+// sources, unused nodeConfigs entries, deprecated server types and images.
+func (c *Cluster) Warnings() []string { return slices.Clone(c.warnings) }
+
+// Pools returns the pools in the order of the configuration.
+func (c *Cluster) Pools() []*pool.Pool { return slices.Clone(c.pools) }
+
+// Pool returns the pool with that name, or nil.
+func (c *Cluster) Pool(name string) *pool.Pool { return c.byName[name] }
+
+// PoolForNode returns the pool a Kubernetes node belongs to, or nil when it
+// belongs to none: control-plane servers, servers of other pools or
+// clusters, Robot servers (hrobot://, hcloud://bm-), other providers. The
+// node is found by its provider ID (hcloud://<server id>), by its name when
+// the provider ID is empty, or by the instance ID of a server still being
+// created (the autoscaler's placeholder nodes carry it as name and provider
+// ID). It answers from memory, in constant time.
+func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
+	if snap := c.servers.Current(); snap != nil {
+		if s := snap.ByNode(providerID, nodeName); s != nil {
+			return c.byName[s.Pool]
+		}
+	}
+	for _, id := range [2]string{providerID, nodeName} {
+		if name, _, ok := pool.ParseClaimID(id); ok {
+			return c.byName[name]
+		}
+	}
+	return nil
+}
+
+// Refresh brings the server listing up to date when its TTL has passed; it
+// costs no request otherwise. Call it once per autoscaler loop.
+func (c *Cluster) Refresh(ctx context.Context) error {
+	_, err := c.servers.Get(ctx)
+	return err
+}
+
+// ServerTypes returns the server-type catalogue, cached.
+func (c *Cluster) ServerTypes(ctx context.Context) ([]*servercache.ServerType, error) {
+	return c.types.All(ctx)
+}
+
+// HasServer reports whether the server behind a provider ID exists, for the
+// autoscaler's HasInstance. Servers of the cluster's pools are answered from
+// the listing; other hcloud:// IDs with one cached lookup. Provider IDs of
+// other schemes give ErrNotHCloud.
+func (c *Cluster) HasServer(ctx context.Context, providerID string) (bool, error) {
+	id, ok := servercache.ParseProviderID(providerID)
+	if !ok {
+		return false, fmt.Errorf("provider ID %q: %w", providerID, ErrNotHCloud)
+	}
+	if snap := c.servers.Current(); snap != nil && snap.ByID(id) != nil {
+		return true, nil
+	}
+	return c.presence.exists(ctx, id)
+}
+
+// ErrNotHCloud is returned for provider IDs that do not name a Hetzner Cloud
+// server.
+var ErrNotHCloud = errors.New("not a Hetzner Cloud server")
+
+// RateLimit is what the Cluster knows of the project's API budget, from
+// the RateLimit-* headers of the last answer and its own request count.
+type RateLimit struct {
+	// Limit, Remaining and Reset are the last headers seen; zero before
+	// the first answer.
+	Limit     int
+	Remaining int
+	Reset     time.Time
+	// Estimated is the budget left now: Remaining less the requests sent
+	// since, plus the refill.
+	Estimated int
+	// Waited is the total time requests were held back to keep the
+	// reserve, and Got429 the number of rate_limit_exceeded answers.
+	Waited time.Duration
+	Got429 int
+}
+
+// RateLimit returns what the Cluster knows of the project's API budget.
+func (c *Cluster) RateLimit() RateLimit {
+	s := c.pacer.Stats()
+	return RateLimit{
+		Limit: s.Limit, Remaining: s.Remaining, Reset: s.Reset, Estimated: s.Estimated,
+		Waited: s.Waited, Got429: s.Got429,
+	}
+}
+
+// Close stops the pools (in-flight creates may finish until ctx ends, then
+// they are cancelled) and the action poller, and waits for them.
+func (c *Cluster) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		c.closeErr = c.closePools(ctx)
+		if c.waiter != nil {
+			c.waiter.Close()
+		}
+	})
+	return c.closeErr
+}
+
+func (c *Cluster) closePools(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.pools))
+	for i, p := range c.pools {
+		wg.Go(func() { errs[i] = p.Close(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

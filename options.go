@@ -1,0 +1,185 @@
+package hcloudscale
+
+import (
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Version is the hcloudscale version sent in the User-Agent. Release builds
+// set it with -ldflags "-X github.com/hcloudscale/hcloudscale.Version=v1.2.3";
+// otherwise it is the module version from the build information.
+var Version = ""
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, dep := range bi.Deps {
+			if dep.Path == "github.com/hcloudscale/hcloudscale" && dep.Version != "" {
+				return dep.Version
+			}
+		}
+		if bi.Main.Path == "github.com/hcloudscale/hcloudscale" && bi.Main.Version != "" {
+			return bi.Main.Version
+		}
+	}
+	return "(devel)"
+}
+
+// Clock is the time source for TTLs and backoffs.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Option configures [New]. Options carry the code-only dependencies; the
+// serialisable settings are in config.Config.
+type Option func(*options)
+
+type options struct {
+	logger            *zap.Logger
+	registerer        prometheus.Registerer
+	clock             Clock
+	transport         http.RoundTripper
+	clientOptions     []hcloud.ClientOption
+	appName           string
+	appVersion        string
+	requestTimeout    time.Duration
+	pollInterval      time.Duration
+	listTTL           time.Duration
+	createConcurrency int
+	deleteConcurrency int
+	rateLimitReserve  int
+}
+
+func defaultOptions() options {
+	return options{
+		logger:            zap.NewNop(),
+		clock:             systemClock{},
+		appName:           "hcloudscale",
+		appVersion:        version(),
+		requestTimeout:    DefaultRequestTimeout,
+		pollInterval:      DefaultPollInterval,
+		listTTL:           DefaultListTTL,
+		createConcurrency: DefaultCreateConcurrency,
+		deleteConcurrency: DefaultDeleteConcurrency,
+		rateLimitReserve:  -1,
+	}
+}
+
+// Defaults of [New].
+const (
+	// DefaultRequestTimeout bounds one HTTP request to the API, so a hung
+	// connection cannot stall the autoscaler loop.
+	DefaultRequestTimeout = 30 * time.Second
+	// DefaultPollInterval is how often the in-flight actions of all pools
+	// are polled, together.
+	DefaultPollInterval = 500 * time.Millisecond
+	// DefaultListTTL is the base time between two server listings; it grows
+	// with the number of listing pages to stay inside the API budget.
+	DefaultListTTL = time.Minute
+	// DefaultCreateConcurrency bounds the concurrent create flows per pool.
+	DefaultCreateConcurrency = 10
+	// DefaultDeleteConcurrency bounds the concurrent deletes per pool.
+	DefaultDeleteConcurrency = 10
+)
+
+// WithLogger sets the logger; the default discards everything. API traffic
+// is logged, with secrets redacted, at debug level.
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithRegisterer registers the metrics of the pools, the rate-limit budget
+// and hcloud-go's hcloud_api_* request metrics. A second Cluster on the same
+// registerer reuses the collectors.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(o *options) { o.registerer = reg }
+}
+
+// WithClock replaces the wall clock for TTLs, for tests.
+func WithClock(c Clock) Option {
+	return func(o *options) {
+		if c != nil {
+			o.clock = c
+		}
+	}
+}
+
+// WithTransport sets the HTTP transport under the pacer and the debug log,
+// for example to add a proxy or client certificates.
+func WithTransport(rt http.RoundTripper) Option {
+	return func(o *options) { o.transport = rt }
+}
+
+// WithClientOptions appends options to the hcloud-go client, after the ones
+// New sets; tests use it for short retry and poll backoffs.
+func WithClientOptions(opts ...hcloud.ClientOption) Option {
+	return func(o *options) { o.clientOptions = append(o.clientOptions, opts...) }
+}
+
+// WithApplication sets the application name and version in the User-Agent,
+// "hcloudscale" and [Version] by default.
+func WithApplication(name, version string) Option {
+	return func(o *options) { o.appName, o.appVersion = name, version }
+}
+
+// WithRequestTimeout bounds one HTTP request ([DefaultRequestTimeout]).
+func WithRequestTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.requestTimeout = d
+		}
+	}
+}
+
+// WithPollInterval sets how often in-flight actions are polled
+// ([DefaultPollInterval]).
+func WithPollInterval(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.pollInterval = d
+		}
+	}
+}
+
+// WithListTTL sets the base time between server listings ([DefaultListTTL]).
+func WithListTTL(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.listTTL = d
+		}
+	}
+}
+
+// WithConcurrency bounds the concurrent create flows and deletes per pool.
+func WithConcurrency(creates, deletes int) Option {
+	return func(o *options) {
+		if creates > 0 {
+			o.createConcurrency = creates
+		}
+		if deletes > 0 {
+			o.deleteConcurrency = deletes
+		}
+	}
+}
+
+// WithRateLimitReserve keeps n requests of the project's hourly budget for
+// the other tools that share it (cloud controller manager, CSI driver,
+// Terraform). The default is 5% of the budget.
+func WithRateLimitReserve(n int) Option {
+	return func(o *options) { o.rateLimitReserve = max(n, 0) }
+}

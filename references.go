@@ -1,0 +1,227 @@
+package hcloudscale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
+	"github.com/hcloudscale/hcloudscale/config"
+)
+
+// maxPlacementGroupServers is Hetzner's limit of servers in one spread
+// placement group.
+const maxPlacementGroupServers = 10
+
+// referenceAPI is what resolving the configured references needs from the
+// API. The hcloud-go clients satisfy it.
+type referenceAPI struct {
+	networks interface {
+		Get(ctx context.Context, idOrName string) (*hcloud.Network, *hcloud.Response, error)
+	}
+	firewalls interface {
+		Get(ctx context.Context, idOrName string) (*hcloud.Firewall, *hcloud.Response, error)
+	}
+	sshKeys interface {
+		Get(ctx context.Context, idOrName string) (*hcloud.SSHKey, *hcloud.Response, error)
+	}
+	placementGroups interface {
+		Get(ctx context.Context, idOrName string) (*hcloud.PlacementGroup, *hcloud.Response, error)
+	}
+}
+
+func newReferenceAPI(c *hcloud.Client) referenceAPI {
+	return referenceAPI{
+		networks:        &c.Network,
+		firewalls:       &c.Firewall,
+		sshKeys:         &c.SSHKey,
+		placementGroups: &c.PlacementGroup,
+	}
+}
+
+// references holds every object the configuration names, looked up once.
+type references struct {
+	network         *hcloud.Network
+	firewalls       map[string]*hcloud.Firewall // by the string the config uses
+	sshKeys         []*hcloud.SSHKey
+	placementGroups map[string]*hcloud.PlacementGroup // by the string the config uses
+}
+
+// resolveReferences looks up the network, firewalls, SSH keys and placement
+// groups the configuration names. Upstream silently ignores a reference that
+// does not exist, so servers come up without their firewall; here every
+// missing reference is an error naming the setting, and all of them are
+// reported together.
+func resolveReferences(ctx context.Context, api referenceAPI, cfg *config.Config) (*references, error) {
+	refs := &references{
+		firewalls:       map[string]*hcloud.Firewall{},
+		placementGroups: map[string]*hcloud.PlacementGroup{},
+	}
+	var errs []error
+
+	if cfg.Network != "" {
+		n, _, err := api.networks.Get(ctx, cfg.Network)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("HCLOUD_NETWORK: looking up network %q: %w", cfg.Network, err))
+		case n == nil:
+			errs = append(errs, fmt.Errorf("HCLOUD_NETWORK: network %q does not exist", cfg.Network))
+		default:
+			refs.network = n
+		}
+	}
+
+	for i, key := range cfg.SSHKeys {
+		k, _, err := api.sshKeys.Get(ctx, key)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("HCLOUD_SSH_KEY[%d]: looking up SSH key %q: %w", i, key, err))
+		case k == nil:
+			errs = append(errs, fmt.Errorf("HCLOUD_SSH_KEY[%d]: SSH key %q does not exist", i, key))
+		default:
+			refs.sshKeys = append(refs.sshKeys, k)
+		}
+	}
+
+	// The global firewalls come first so that a missing global firewall is
+	// reported under its own name, not under the first pool that inherits it.
+	for i, fw := range cfg.Firewalls {
+		if err := refs.lookupFirewall(ctx, api, fw); err != nil {
+			errs = append(errs, fmt.Errorf("HCLOUD_FIREWALL[%d]: %w", i, err))
+		}
+	}
+	global := map[string]bool{}
+	for _, fw := range cfg.Firewalls {
+		global[fw] = true
+	}
+
+	for _, p := range cfg.Pools {
+		for i, fw := range p.Firewalls {
+			if global[fw] {
+				continue
+			}
+			if _, done := refs.firewalls[fw]; done {
+				continue
+			}
+			if err := refs.lookupFirewall(ctx, api, fw); err != nil {
+				errs = append(errs, fmt.Errorf("nodeConfigs.%s.firewalls[%d]: %w", p.Name, i, err))
+			}
+		}
+		if p.PlacementGroup == "" {
+			continue
+		}
+		if _, done := refs.placementGroups[p.PlacementGroup]; done {
+			continue
+		}
+		pg, _, err := api.placementGroups.Get(ctx, p.PlacementGroup)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("nodeConfigs.%s.placementGroup: looking up placement group %q: %w", p.Name, p.PlacementGroup, err))
+		case pg == nil:
+			errs = append(errs, fmt.Errorf("nodeConfigs.%s.placementGroup: placement group %q does not exist", p.Name, p.PlacementGroup))
+		case pg.Type != hcloud.PlacementGroupTypeSpread:
+			errs = append(errs, fmt.Errorf("nodeConfigs.%s.placementGroup: placement group %q has type %q, want %q", p.Name, p.PlacementGroup, pg.Type, hcloud.PlacementGroupTypeSpread))
+		default:
+			refs.placementGroups[p.PlacementGroup] = pg
+		}
+	}
+
+	errs = append(errs, checkSubnets(cfg, refs.network)...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return refs, nil
+}
+
+func (r *references) lookupFirewall(ctx context.Context, api referenceAPI, idOrName string) error {
+	fw, _, err := api.firewalls.Get(ctx, idOrName)
+	switch {
+	case err != nil:
+		return fmt.Errorf("looking up firewall %q: %w", idOrName, err)
+	case fw == nil:
+		return fmt.Errorf("firewall %q does not exist", idOrName)
+	}
+	r.firewalls[idOrName] = fw
+	return nil
+}
+
+// checkPlacementRoom verifies that the pools sharing a spread placement group
+// fit into it: their summed max size plus the members that belong to none of
+// them is at most ten. Upstream ignores existing members and fails only at
+// scale-up with placement_group_member_limit_reached.
+func checkPlacementRoom(cfg *config.Config, refs *references, poolOf func(serverID int64) string) []error {
+	type group struct {
+		pg    *hcloud.PlacementGroup
+		pools []string
+		max   int
+	}
+	groups := map[int64]*group{}
+	var order []int64
+	for _, p := range cfg.Pools {
+		pg := refs.placementGroups[p.PlacementGroup]
+		if pg == nil {
+			continue
+		}
+		g := groups[pg.ID]
+		if g == nil {
+			g = &group{pg: pg}
+			groups[pg.ID] = g
+			order = append(order, pg.ID)
+		}
+		g.pools = append(g.pools, p.Name)
+		g.max += p.MaxSize
+	}
+	var errs []error
+	for _, id := range order {
+		g := groups[id]
+		foreign := 0
+		for _, member := range g.pg.Servers {
+			if !slices.Contains(g.pools, poolOf(member)) {
+				foreign++
+			}
+		}
+		if room := maxPlacementGroupServers - foreign; g.max > room {
+			errs = append(errs, fmt.Errorf("nodeConfigs.%s.placementGroup: placement group %q has room for %d servers (%d of %d taken by other servers) but pools %s may grow to %d",
+				g.pools[0], g.pg.Name, room, foreign, maxPlacementGroupServers, strings.Join(g.pools, ", "), g.max))
+		}
+	}
+	return errs
+}
+
+// checkSubnets verifies that every subnet range a pool uses is a subnet of
+// the network, compared as prefixes.
+func checkSubnets(cfg *config.Config, network *hcloud.Network) []error {
+	if network == nil {
+		return nil
+	}
+	var errs []error
+	have := map[netip.Prefix]bool{}
+	for _, s := range network.Subnets {
+		if s.IPRange == nil {
+			continue
+		}
+		ones, _ := s.IPRange.Mask.Size()
+		addr, ok := netip.AddrFromSlice(s.IPRange.IP)
+		if !ok {
+			continue
+		}
+		have[netip.PrefixFrom(addr.Unmap(), ones).Masked()] = true
+	}
+	if d := cfg.DefaultSubnetIPRange; d.IsValid() && !have[d.Masked()] {
+		errs = append(errs, fmt.Errorf("defaultSubnetIPRange: %s is not a subnet of network %q", d, network.Name))
+	}
+	for _, p := range cfg.Pools {
+		r := p.SubnetIPRange
+		if !r.IsValid() || r == cfg.DefaultSubnetIPRange {
+			continue
+		}
+		if !have[r.Masked()] {
+			errs = append(errs, fmt.Errorf("nodeConfigs.%s.subnetIPRange: %s is not a subnet of network %q", p.Name, r, network.Name))
+		}
+	}
+	return errs
+}
