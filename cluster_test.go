@@ -49,9 +49,9 @@ type clusterConfig map[string]any
 
 func healthyClusterConfig() clusterConfig {
 	return clusterConfig{
-		"clusterName":          "prod",
+		"clusterName": "prod",
 
-		"imagesForArch":        map[string]string{"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04"},
+		"imagesForArch": map[string]string{"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04"},
 		"nodeConfigs": map[string]any{
 			"workers": map[string]any{
 				"cloudInit":      "#cloud-config\n",
