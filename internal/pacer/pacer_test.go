@@ -100,7 +100,7 @@ func TestSteadyLoadNeverEmptiesBucket(t *testing.T) {
 	// the slow side by the reset header's rounding and by requests in
 	// flight, which may cost a few percent, not more.
 	elapsed := clk.Now().Sub(start)
-	t.Logf("%d requests in %v of simulated time; lowest RateLimit-Remaining %d", len(log), elapsed, minRemaining)
+	t.Logf("%d requests in %v of simulated time; lowest RateLimit-Remaining %d; %+v", len(log), elapsed, minRemaining, p.Stats())
 	if lo, hi := paced*perToken, paced*perToken*105/100; elapsed < lo || elapsed > hi {
 		t.Errorf("%d requests took %v of simulated time; want between %v and %v", workers*each, elapsed, lo, hi)
 	}
