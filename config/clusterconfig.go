@@ -64,10 +64,13 @@ func ParseClusterConfig(data []byte) (*ClusterConfig, error) {
 
 // clusterConfig records the problems of the document in p and returns what
 // could be decoded, so that Load can still check it against the --nodes
-// pools; it fails only when data is not JSON.
+// pools; it fails only when data is not a JSON object.
 func (p *problems) clusterConfig(data []byte) (*ClusterConfig, error) {
 	if err := checkSyntax(data); err != nil {
 		return nil, err
+	}
+	if k := jsonKind(data); k != "an object" {
+		return nil, fmt.Errorf("want a JSON object, got %s", k)
 	}
 	cc := &ClusterConfig{NodeConfigs: map[string]*NodeConfig{}}
 	warningsBefore := len(p.warnings)

@@ -41,7 +41,6 @@ func TestParseClusterConfigErrors(t *testing.T) {
 		{"typo with colon, the upstream issue", `{"nodeConfigs": {"p": {"taints:": []}}}`, []problem{{`nodeConfigs.p["taints:"]`, `did you mean "taints"`}}},
 		{"case variant is rejected with a hint", `{"nodeConfigs": {"p": {"Taints": []}}}`, []problem{{"nodeConfigs.p.Taints", `did you mean "taints" (keys are case-sensitive)`}}},
 		{"duplicate key", `{"clusterName": "a", "clusterName": "b"}`, []problem{{"clusterName", "duplicate key"}}},
-		{"top level not an object", `[]`, []problem{{"", "want an object, got an array"}}},
 		{"wrong type", `{"nodeConfigs": {"p": {"labels": ["a"]}}}`, []problem{{"nodeConfigs.p.labels", "want an object, got an array"}}},
 		{"null pool entry", `{"nodeConfigs": {"p": null}}`, []problem{{"nodeConfigs.p", "want an object, got null"}}},
 		{"label value not a string", `{"nodeConfigs": {"p": {"labels": {"a": 1}}}}`, []problem{{"nodeConfigs.p.labels.a", "want a string, got a number"}}},
@@ -107,6 +106,8 @@ func TestParseClusterConfigSyntax(t *testing.T) {
 		{"comment as in the upstream README", "{\n  \"imagesForArch\": { // images\n  }\n}", "invalid JSON at line 2, column 22"},
 		{"trailing content", `{} {}`, "content after the document"},
 		{"not JSON", `imagesForArch: {}`, "invalid JSON at line 1"},
+		{"not an object", `[]`, "want a JSON object, got an array"},
+		{"null", `null`, "want a JSON object, got null"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -181,7 +181,7 @@ func (p *problems) token(env Env) Secret {
 			return ""
 		}
 		tok = fromFile
-		if err := checkToken(tok); err != nil {
+		if err := checkNoSpace(tok); err != nil {
 			p.addf(EnvTokenFile, "token in %q %w", path, err)
 			return ""
 		}
@@ -191,7 +191,7 @@ func (p *problems) token(env Env) Secret {
 		p.addf(EnvToken, "required (or %s)", EnvTokenFile)
 		return ""
 	}
-	if err := checkToken(tok); err != nil {
+	if err := checkNoSpace(tok); err != nil {
 		p.addf(EnvToken, "token %w", err)
 		return ""
 	}

@@ -66,6 +66,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "cluster config plain JSON", env: map[string]string{EnvClusterConfig: `{"nodeConfigs": {}}`}, want: []problem{{EnvClusterConfig, "looks like plain JSON"}}},
 		{name: "cluster config not base64", env: map[string]string{EnvClusterConfig: "%%%"}, want: []problem{{EnvClusterConfig, "not base64: illegal base64 data"}}},
 		{name: "cluster config invalid JSON", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": }`)}, want: []problem{{EnvClusterConfig, "invalid JSON at line 1, column 17"}}},
+		{name: "cluster config not an object", env: map[string]string{EnvClusterConfig: b64(`"x"`)}, want: []problem{{EnvClusterConfig, "want a JSON object, got a string"}}},
 		{name: "cluster config file missing", env: map[string]string{EnvClusterConfig: "", EnvClusterConfigFile: "/cc.json"}, want: []problem{{EnvClusterConfigFile, "file does not exist"}}},
 		{name: "cluster config file invalid JSON", env: map[string]string{EnvClusterConfig: "", EnvClusterConfigFile: "/cc.json"}, files: map[string]string{"/cc.json": "{"}, want: []problem{{EnvClusterConfigFile, "unexpected end of input"}}},
 		{name: "legacy cloud-init not base64", env: map[string]string{EnvClusterConfig: "", EnvCloudInit: "#cloud-config"}, want: []problem{{EnvCloudInit, "not base64"}}},

@@ -54,12 +54,12 @@ func ParseNodeSpec(s string) (NodeSpec, error) {
 	spec.Name = fields[4]
 	if spec.ServerType == "" {
 		errs = append(errs, errors.New("server type is empty"))
-	} else if err := checkToken(spec.ServerType); err != nil {
+	} else if err := checkNoSpace(spec.ServerType); err != nil {
 		errs = append(errs, fmt.Errorf("server type %q %w", fields[2], err))
 	}
 	if spec.Location == "" {
 		errs = append(errs, errors.New("location is empty"))
-	} else if err := checkToken(spec.Location); err != nil {
+	} else if err := checkNoSpace(spec.Location); err != nil {
 		errs = append(errs, fmt.Errorf("location %q %w", fields[3], err))
 	}
 	if err := CheckPoolName(spec.Name); err != nil {
@@ -88,9 +88,9 @@ func checkSizes(minSize int, minOK bool, maxSize int, maxOK bool) []error {
 	return errs
 }
 
-// checkToken rejects whitespace and control characters in a server type or
+// checkNoSpace rejects whitespace and control characters in a server type or
 // location, which the API would reject only at the first scale-up.
-func checkToken(s string) error {
+func checkNoSpace(s string) error {
 	for _, r := range s {
 		if r <= ' ' || r == 0x7f {
 			return errors.New("contains whitespace or control characters")

@@ -78,7 +78,7 @@ func (p *problems) pools(cfg *Config, cc *ClusterConfig, legacyCloudInit Secret,
 	if cc != nil {
 		p.unusedNodeConfigs(cc, specs)
 	}
-	p.placementGroups(pools)
+	p.placementGroups(pools, func(i int) string { return childPath("nodeConfigs", pools[i].Name) + ".placementGroup" })
 	return pools
 }
 
@@ -153,11 +153,16 @@ func (p *problems) unusedNodeConfigs(cc *ClusterConfig, specs []NodeSpec) {
 // placementGroups checks that the pools sharing a placement group cannot
 // grow beyond what a spread group holds. Groups are compared by the string
 // given; an ID and a name of the same group are not recognised as one here.
-func (p *problems) placementGroups(pools []Pool) {
-	byGroup := map[string][]Pool{}
-	for _, pool := range pools {
+// pathOf names the setting of pools[i] in errors.
+func (p *problems) placementGroups(pools []Pool, pathOf func(i int) string) {
+	type member struct {
+		Pool
+		path string
+	}
+	byGroup := map[string][]member{}
+	for i, pool := range pools {
 		if pool.PlacementGroup != "" {
-			byGroup[pool.PlacementGroup] = append(byGroup[pool.PlacementGroup], pool)
+			byGroup[pool.PlacementGroup] = append(byGroup[pool.PlacementGroup], member{pool, pathOf(i)})
 		}
 	}
 	for _, group := range sortedKeys(byGroup) {
@@ -166,7 +171,7 @@ func (p *problems) placementGroups(pools []Pool) {
 		var paths, parts []string
 		for _, m := range members {
 			sum += m.MaxSize
-			paths = append(paths, childPath("nodeConfigs", m.Name)+".placementGroup")
+			paths = append(paths, m.path)
 			parts = append(parts, fmt.Sprintf("%s max %d", m.Name, m.MaxSize))
 		}
 		if sum > MaxPlacementGroupServers {

@@ -38,7 +38,7 @@ func (c *Config) Validate() error {
 	var p problems
 	if c.Token == "" {
 		p.addf("token", "required")
-	} else if err := checkToken(c.Token.Reveal()); err != nil {
+	} else if err := checkNoSpace(c.Token.Reveal()); err != nil {
 		p.addf("token", "token %w", err)
 	}
 	if c.Endpoint != "" {
@@ -77,7 +77,7 @@ func (c *Config) Validate() error {
 		}
 		p.validatePool(path, c, pool)
 	}
-	p.placementGroups(c.Pools)
+	p.placementGroups(c.Pools, func(i int) string { return indexPath("pools", i) + ".placementGroup" })
 	return p.err()
 }
 
@@ -94,7 +94,7 @@ func (p *problems) validatePool(path string, c *Config, pool *Pool) {
 		case strings.ToLower(v) != v:
 			p.addf(path+"."+field, "%q is not lower-case", v)
 		default:
-			p.add(path+"."+field, checkToken(v))
+			p.add(path+"."+field, checkNoSpace(v))
 		}
 	}
 	p.add(path+".cloudInit", checkCloudInit(pool.CloudInit.Reveal()))

@@ -1,0 +1,101 @@
+package config
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+func FuzzParseNodeSpec(f *testing.F) {
+	for _, s := range []string{
+		"1:10:CPX51:FSN1:pool1", "0:1:cx22:nbg1:a", "1:2:cx22:fsn1:a:b", "", ":", "::::", "-1:0:x:y:z",
+		"9223372036854775807:9223372036854775808:a:b:c", "1:2:CX22:FSN1:" + strings.Repeat("a", 47), "1:2:t:l:Pool_1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		spec, err := ParseNodeSpec(s)
+		if strings.Count(s, ":") < 4 && err == nil {
+			t.Fatalf("ParseNodeSpec(%q) = %+v, nil; want an error for fewer than five fields", s, spec)
+		}
+		if err != nil {
+			if spec != (NodeSpec{}) {
+				t.Fatalf("ParseNodeSpec(%q) = %+v with error %v; want the zero NodeSpec", s, spec, err)
+			}
+			return
+		}
+		if spec.MinSize < 0 || spec.MaxSize < 1 || spec.MinSize > spec.MaxSize {
+			t.Errorf("ParseNodeSpec(%q) accepted sizes %d..%d", s, spec.MinSize, spec.MaxSize)
+		}
+		if CheckPoolName(spec.Name) != nil || len(spec.Name) > MaxPoolNameLength {
+			t.Errorf("ParseNodeSpec(%q) accepted pool name %q", s, spec.Name)
+		}
+		if strings.ToLower(spec.ServerType) != spec.ServerType || strings.ToLower(spec.Location) != spec.Location {
+			t.Errorf("ParseNodeSpec(%q) = type %q, location %q; want lower case", s, spec.ServerType, spec.Location)
+		}
+	})
+}
+
+func clusterConfigSeeds(f *testing.F) [][]byte {
+	readme, err := os.ReadFile("testdata/upstream-readme.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	return [][]byte{
+		readme,
+		[]byte(`{}`), []byte(`null`), []byte(`[]`), []byte(`{"nodeConfigs": {"p": null}}`),
+		[]byte(`{"nodeConfigs": {"p": {"taints": [{"key": "k", "effect": "NoSchedule"}], "maxPods": 1e3}}}`),
+		[]byte(`{"imagesForArch": {"amd64": "a in (b", "arm64": "!x"}, "defaultSubnetIPRange": "10.0.0.0/8"}`),
+		[]byte(`{"nodeConfigs": {"p": {"reserved": {"cpu": "1e400"}, "autoscaling": {"scaleDownUtilizationThreshold": 1e999}}}}`),
+		[]byte(`{"a": 1, "a": 2, "nodeConfigs": {"p": {"labels": {"x": "y", "x": "z"}}}}`),
+	}
+}
+
+func FuzzParseClusterConfig(f *testing.F) {
+	for _, s := range clusterConfigSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cc, err := ParseClusterConfig(data)
+		if !json.Valid(data) && err == nil {
+			t.Fatalf("ParseClusterConfig(%q) = nil error for invalid JSON", data)
+		}
+		if (cc == nil) == (err == nil) {
+			t.Fatalf("ParseClusterConfig(%q) = %v, %v; want exactly one of config and error", data, cc, err)
+		}
+	})
+}
+
+// FuzzLoad feeds arbitrary cluster configs and variable values through Load
+// and checks that it never panics, that whatever it accepts passes Validate,
+// and that no secret reaches the error text.
+func FuzzLoad(f *testing.F) {
+	for _, s := range clusterConfigSeeds(f) {
+		f.Add(s, "1:10:CPX51:FSN1:pool1", "true", "5", "")
+	}
+	f.Add([]byte(`{"nodeConfigs": {"pool1": {"cloudInit": "SECRETINIT"}}}`), "0:1:cx22:fsn1:pool1", "false", "90s", "https://127.0.0.1/v1")
+	f.Fuzz(func(t *testing.T, doc []byte, spec, ipv4, timeout, endpoint string) {
+		const token = "SECRETTOKEN"
+		env := MapEnv(map[string]string{
+			EnvToken:                 token,
+			EnvClusterConfigFile:     "/cc.json",
+			EnvPublicIPv4:            ipv4,
+			EnvServerCreationTimeout: timeout,
+			EnvEndpoint:              endpoint,
+		}, map[string]string{"/cc.json": string(doc)})
+		cfg, err := Load(env, []string{spec})
+		if err != nil {
+			if cfg != nil {
+				t.Fatalf("Load returned a Config and error %v", err)
+			}
+			if msg := err.Error(); strings.Contains(msg, token) {
+				t.Fatalf("error text contains the token: %s", msg)
+			}
+			return
+		}
+		if verr := cfg.Validate(); verr != nil {
+			t.Fatalf("Load accepted a Config that Validate rejects: %v", verr)
+		}
+	})
+}
