@@ -1,0 +1,27 @@
+package pool
+
+import (
+	"context"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+)
+
+// ServerAPI is the part of hcloud.ServerClient that a [Pool] uses. Pass
+// (*hcloud.Client).Server.
+type ServerAPI interface {
+	Create(ctx context.Context, opts hcloud.ServerCreateOpts) (hcloud.ServerCreateResult, *hcloud.Response, error)
+	DeleteWithResult(ctx context.Context, server *hcloud.Server) (*hcloud.ServerDeleteResult, *hcloud.Response, error)
+	AttachToNetwork(ctx context.Context, server *hcloud.Server, opts hcloud.ServerAttachToNetworkOpts) (*hcloud.Action, *hcloud.Response, error)
+	Poweron(ctx context.Context, server *hcloud.Server) (*hcloud.Action, *hcloud.Response, error)
+	GetByName(ctx context.Context, name string) (*hcloud.Server, *hcloud.Response, error)
+}
+
+var _ ServerAPI = (*hcloud.ServerClient)(nil)
+
+// ActionAPI is the part of hcloud.ActionClient that a [Waiter] uses. Pass
+// (*hcloud.Client).Action.
+type ActionAPI interface {
+	List(ctx context.Context, opts hcloud.ActionListOpts) ([]*hcloud.Action, *hcloud.Response, error)
+}
+
+var _ ActionAPI = (*hcloud.ActionClient)(nil)

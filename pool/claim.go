@@ -1,0 +1,197 @@
+package pool
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"go.uber.org/zap"
+)
+
+// claimPhase is where a claim's create flow is.
+type claimPhase int
+
+const (
+	// claimQueued: no create request has been sent, so no server can
+	// exist; removing the claim leaves nothing behind.
+	claimQueued claimPhase = iota
+	// claimCreating: the create request was sent; a server exists or may
+	// exist.
+	claimCreating
+	// claimFailed: the flow failed and cleaned up; the claim is a
+	// placeholder that carries the error until it is deleted.
+	claimFailed
+)
+
+// claim is one requested server, from IncreaseSize until its server runs
+// (the claim is dropped then and the cached server counts instead) or
+// until its placeholder is deleted.
+type claim struct {
+	name      string // the server name, chosen once: retries reuse it
+	requested time.Time
+	atomic    bool // AtomicIncreaseSize settles failures itself
+	done      chan struct{}
+
+	// The fields below are guarded by Pool.mu.
+	phase    claimPhase
+	serverID int64 // 0 until the create request returned a server
+	status   hcloud.ServerStatus
+	// cancelled is set when DeleteInstances or DecreaseTargetSize removed
+	// the claim from the target; a flow still running deletes the server
+	// it made, if any, and then drops the claim.
+	cancelled bool
+	cancel    context.CancelFunc // cancels the flow's waits; nil before it starts
+	err       *ErrorInfo         // set in phase claimFailed
+	result    error              // the flow's failure; read after done is closed
+}
+
+// newServerName returns "<pool>-<16 hex digits>". 64 random bits make a
+// collision with any other name of the project practically impossible, so
+// a uniqueness_error on a name we picked means our own earlier request
+// created the server.
+func newServerName(pool string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return pool + "-" + hex.EncodeToString(b[:])
+}
+
+// IncreaseSize asks for n more servers. It checks the bounds under the
+// pool's lock, records n claims and returns: the servers are created in the
+// background, and the claims count in TargetSize and appear in Instances
+// at once. It makes no API call (except a first server listing if the
+// cache never had one).
+//
+// While a capacity error for the pool's offering is remembered, it fails
+// at once with an error matching [ErrOfferingUnavailable] and records
+// nothing: the autoscaler backs a group off at the first IncreaseSize
+// error, which is the fastest way to make it try another pool.
+func (p *Pool) IncreaseSize(ctx context.Context, n int) error {
+	_, err := p.addClaims(ctx, n, false)
+	return err
+}
+
+func (p *Pool) addClaims(ctx context.Context, n int, atomic bool) ([]*claim, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("pool %q: size increase must be positive, got %d", p.cfg.Name, n)
+	}
+	if e := p.offerings.check(p.cfg.ServerType, p.cfg.Location, p.cfg.PlacementGroup); e != nil && p.opts.unavailableTTL > 0 {
+		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, e)
+	}
+	snap, err := p.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, ErrClosed)
+	}
+	target := p.targetLocked(snap)
+	if target+n > p.cfg.MaxSize {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("pool %q: size increase too large: target size %d + %d exceeds max size %d", p.cfg.Name, target, n, p.cfg.MaxSize)
+	}
+	now := p.now()
+	claims := make([]*claim, 0, n)
+	for range n {
+		c := &claim{name: newServerName(p.cfg.Name), requested: now, atomic: atomic, done: make(chan struct{})}
+		p.claims[c.name] = c
+		claims = append(claims, c)
+	}
+	for _, c := range claims {
+		// Cannot fail: stopping implies closed, checked above.
+		p.startLocked(func(ctx context.Context) { p.runClaim(ctx, c) })
+	}
+	p.mu.Unlock()
+
+	p.log.Info("scale-up requested", zap.Int("delta", n), zap.Int("target", target+n))
+	p.observe()
+	return claims, nil
+}
+
+// DecreaseTargetSize lowers the target by up to -delta by removing claims
+// that have no server: claims whose create request has not been sent yet
+// (newest first), then placeholders of failed claims. It never drops the
+// target below the servers that exist, whose deletion is DeleteInstances'
+// job.
+//
+// If -delta exceeds what can be removed, it removes what it can and
+// returns nil (logged at info). An error here aborts the autoscaler's
+// whole loop, every loop, and the autoscaler reads TargetSize again at the
+// start of the next one, so a clamped decrease is the answer that keeps
+// it working. delta must be negative.
+func (p *Pool) DecreaseTargetSize(ctx context.Context, delta int) error {
+	if delta >= 0 {
+		return fmt.Errorf("pool %q: size decrease must be negative, got %d", p.cfg.Name, delta)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("pool %q: decrease target size: %w", p.cfg.Name, err)
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return fmt.Errorf("pool %q: %w", p.cfg.Name, ErrClosed)
+	}
+	var queued, failed []*claim
+	for _, c := range p.claims {
+		switch {
+		case c.cancelled:
+		case c.phase == claimQueued:
+			queued = append(queued, c)
+		case c.phase == claimFailed:
+			failed = append(failed, c)
+		}
+	}
+	newestFirst := func(a, b *claim) int {
+		return cmp.Or(b.requested.Compare(a.requested), cmp.Compare(a.name, b.name))
+	}
+	slices.SortFunc(queued, newestFirst)
+	slices.SortFunc(failed, newestFirst)
+	want := -delta
+	removed := 0
+	for _, c := range append(queued, failed...) {
+		if removed == want {
+			break
+		}
+		p.dropClaimLocked(c)
+		removed++
+	}
+	target := p.targetLocked(p.deps.Cache.Current())
+	p.mu.Unlock()
+
+	if removed < want {
+		p.log.Info("target size decrease clamped: the rest of the target is servers that exist or are being created",
+			zap.Int("requested", want), zap.Int("removed", removed), zap.Int("target", target))
+	} else {
+		p.log.Info("target size decreased", zap.Int("removed", removed), zap.Int("target", target))
+	}
+	p.observe()
+	return nil
+}
+
+// dropClaimLocked removes a claim that has no server from the pool: a
+// queued claim's flow is cancelled before it sends anything, a
+// placeholder just goes. p.mu must be held.
+func (p *Pool) dropClaimLocked(c *claim) {
+	c.cancelled = true
+	if c.cancel != nil {
+		c.cancel()
+	}
+	delete(p.claims, c.name)
+}
+
+// cancelClaimLocked takes a claim whose create request was sent out of
+// the target; its flow deletes the server once it exists and then drops
+// the claim. p.mu must be held.
+func (p *Pool) cancelClaimLocked(c *claim) {
+	c.cancelled = true
+	if c.cancel != nil {
+		c.cancel()
+	}
+}

@@ -1,0 +1,446 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"go.uber.org/zap"
+
+	"github.com/hcloudscale/hcloudscale/internal/metrics"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+// created is the outcome of a create request.
+type created struct {
+	server  *hcloud.Server
+	actions []*hcloud.Action // create_server and its next actions
+	// adopted is true when the request found the server made by an
+	// earlier attempt of the same claim (a lost response): its actions
+	// are unknown.
+	adopted bool
+}
+
+// runClaim is a claim's create flow. taskCtx ends only when Close gives
+// up waiting; the claim's own cancellation and the creation timeout end
+// the waits, but never a create request in flight, whose outcome must be
+// known to avoid leaking a server.
+func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
+	defer close(c.done)
+
+	p.mu.Lock()
+	softCtx, cancel := context.WithCancel(taskCtx)
+	c.cancel = cancel
+	if c.cancelled {
+		cancel()
+	}
+	p.mu.Unlock()
+	defer cancel()
+	flowCtx, cancelTimeout := context.WithTimeout(softCtx, p.opts.creationTimeout)
+	defer cancelTimeout()
+	deadline, _ := flowCtx.Deadline()
+	reqCtx, cancelReq := context.WithDeadline(taskCtx, deadline)
+	defer cancelReq()
+	log := p.log.With(zap.String("server", c.name))
+
+	opts, err := p.createOpts(flowCtx, c.name)
+	if err != nil {
+		p.fail(taskCtx, c, nil, "prepare create request", err)
+		return
+	}
+	if err := acquire(flowCtx, p.createSem); err != nil {
+		p.fail(taskCtx, c, nil, "create server", err)
+		return
+	}
+	p.mu.Lock()
+	if c.cancelled {
+		p.mu.Unlock()
+		release(p.createSem)
+		p.fail(taskCtx, c, nil, "create server", context.Canceled)
+		return
+	}
+	c.phase = claimCreating
+	p.mu.Unlock()
+	res, err := p.createServer(reqCtx, opts, log)
+	release(p.createSem)
+	if err != nil {
+		p.fail(taskCtx, c, nil, "create server", err)
+		return
+	}
+	p.mu.Lock()
+	c.serverID, c.status = res.server.ID, res.server.Status
+	p.mu.Unlock()
+	log = log.With(zap.Int64("server_id", res.server.ID))
+	log.Debug("server created", zap.Bool("adopted", res.adopted))
+
+	if what, err := p.bringUp(flowCtx, res, log); err != nil {
+		p.fail(taskCtx, c, res.server, what, err)
+		return
+	}
+	p.succeed(taskCtx, c, res, log)
+}
+
+// createOpts builds the create request: the server type from the
+// catalogue (which must offer it in the location), the image for its
+// architecture, and the pool's settings.
+func (p *Pool) createOpts(ctx context.Context, name string) (hcloud.ServerCreateOpts, error) {
+	st, err := p.deps.Types.Lookup(ctx, p.cfg.ServerType)
+	if err != nil {
+		return hcloud.ServerCreateOpts{}, fmt.Errorf("server type %s: %w", p.cfg.ServerType, err)
+	}
+	if st == nil {
+		return hcloud.ServerCreateOpts{}, &infoError{ErrorInfo{
+			Class: Other, Code: CodeServerTypeNotFound,
+			Message: fmt.Sprintf("server type %s does not exist", p.cfg.ServerType),
+		}}
+	}
+	if loc, ok := st.Locations[p.cfg.Location]; !ok || !loc.Available {
+		return hcloud.ServerCreateOpts{}, &infoError{ErrorInfo{
+			Class: OutOfResources, Code: CodeServerTypeUnavailable,
+			Message: fmt.Sprintf("server type %s is not available in location %s", st.Name, p.cfg.Location),
+		}}
+	}
+	img, err := p.deps.Images.ResolvePool(ctx, &p.cfg, st.Arch)
+	if err != nil {
+		if ctx.Err() != nil {
+			return hcloud.ServerCreateOpts{}, fmt.Errorf("resolving image: %w", err)
+		}
+		return hcloud.ServerCreateOpts{}, &infoError{ErrorInfo{Class: Other, Code: CodeImage, Message: err.Error()}}
+	}
+
+	start := !p.stoppedCreates
+	opts := hcloud.ServerCreateOpts{
+		Name:             name,
+		ServerType:       &hcloud.ServerType{ID: st.ID, Name: st.Name},
+		Image:            &hcloud.Image{ID: img.ID},
+		Location:         &hcloud.Location{Name: p.cfg.Location},
+		SSHKeys:          p.deps.SSHKeys,
+		UserData:         p.cfg.CloudInit.Reveal(),
+		StartAfterCreate: &start,
+		Labels:           p.copyLabels(),
+		PlacementGroup:   p.deps.PlacementGroup,
+		PublicNet: &hcloud.ServerCreatePublicNet{
+			EnableIPv4: p.cfg.PublicIPv4,
+			EnableIPv6: p.cfg.PublicIPv6,
+		},
+	}
+	for _, fw := range p.deps.Firewalls {
+		opts.Firewalls = append(opts.Firewalls, &hcloud.ServerCreateFirewall{Firewall: *fw})
+	}
+	// With a subnet range the server joins the network after creation,
+	// with the range; the create request cannot name one.
+	if p.deps.Network != nil && !p.stoppedCreates {
+		opts.Networks = []*hcloud.Network{p.deps.Network}
+	}
+	return opts, nil
+}
+
+// createServer sends the create request, again with the same name after a
+// transient failure. A uniqueness_error then means an earlier attempt
+// created the server and its response was lost: the server is adopted if
+// it carries our labels.
+func (p *Pool) createServer(ctx context.Context, opts hcloud.ServerCreateOpts, log *zap.Logger) (created, error) {
+	backoff := p.opts.retryBackoff
+	for attempt := 1; ; attempt++ {
+		res, resp, err := p.deps.Servers.Create(ctx, opts)
+		if err == nil {
+			return created{server: res.Server, actions: append([]*hcloud.Action{res.Action}, res.NextActions...)}, nil
+		}
+		if hcloud.IsError(err, hcloud.ErrorCodeUniquenessError) {
+			return p.adopt(ctx, opts.Name, err)
+		}
+		if attempt >= p.opts.createAttempts || !isTransient(resp, err) {
+			return created{}, err
+		}
+		log.Info("create request failed; sending it again with the same name",
+			zap.Int("attempt", attempt), zap.Error(err))
+		if err := sleep(ctx, backoff); err != nil {
+			return created{}, err
+		}
+		backoff *= 2
+	}
+}
+
+// adopt looks up the server that holds name after a uniqueness_error.
+func (p *Pool) adopt(ctx context.Context, name string, cause error) (created, error) {
+	s, _, err := p.deps.Servers.GetByName(ctx, name)
+	if err != nil {
+		return created{}, fmt.Errorf("looking up server %s after %w: %w", name, cause, err)
+	}
+	if s == nil || !p.owns(s.Labels) {
+		return created{}, &infoError{ErrorInfo{
+			Class: Other, Code: CodeNameTaken,
+			Message: fmt.Sprintf("server name %s is taken by a server outside pool %s", name, p.cfg.Name),
+		}}
+	}
+	p.log.Info("adopted server created by an earlier attempt whose response was lost",
+		zap.String("server", name), zap.Int64("server_id", s.ID))
+	return created{server: s, adopted: true}, nil
+}
+
+// bringUp waits until the new server runs: for its create actions and,
+// for a pool with a subnet range, attaches it with the range and powers
+// it on. It returns the failed step.
+func (p *Pool) bringUp(ctx context.Context, res created, log *zap.Logger) (string, error) {
+	if err := p.deps.Waiter.Wait(ctx, res.actions...); err != nil {
+		return "wait for create", err
+	}
+	if !p.stoppedCreates {
+		return "", nil
+	}
+	server := res.server
+	if !res.adopted || server.PrivateNetFor(p.deps.Network) == nil {
+		action, err := p.send(ctx, res.adopted, func(ctx context.Context) (*hcloud.Action, *hcloud.Response, error) {
+			return p.deps.Servers.AttachToNetwork(ctx, server, hcloud.ServerAttachToNetworkOpts{
+				Network: p.deps.Network,
+				IPRange: prefixToIPNet(p.cfg.SubnetIPRange),
+			})
+		})
+		if err != nil && !hcloud.IsError(err, hcloud.ErrorCodeServerAlreadyAttached) {
+			return "attach to network", err
+		}
+		if err := p.deps.Waiter.Wait(ctx, action); err != nil {
+			return "attach to network", err
+		}
+		log.Debug("server attached to network", zap.Int64("network", p.deps.Network.ID))
+	}
+	action, err := p.send(ctx, res.adopted, func(ctx context.Context) (*hcloud.Action, *hcloud.Response, error) {
+		return p.deps.Servers.Poweron(ctx, server)
+	})
+	if err != nil {
+		return "power on", err
+	}
+	if err := p.deps.Waiter.Wait(ctx, action); err != nil {
+		return "power on", err
+	}
+	return "", nil
+}
+
+// send runs one create-side action request under the create concurrency
+// bound, again after transient failures, and, for an adopted server whose
+// create actions may still run, after "locked".
+func (p *Pool) send(ctx context.Context, retryLocked bool, fn func(context.Context) (*hcloud.Action, *hcloud.Response, error)) (*hcloud.Action, error) {
+	backoff := p.opts.retryBackoff
+	for attempt := 1; ; attempt++ {
+		if err := acquire(ctx, p.createSem); err != nil {
+			return nil, err
+		}
+		action, resp, err := fn(ctx)
+		release(p.createSem)
+		if err == nil {
+			return action, nil
+		}
+		retry := isTransient(resp, err) || (retryLocked && hcloud.IsError(err, hcloud.ErrorCodeLocked))
+		if attempt >= p.opts.createAttempts || !retry {
+			return nil, err
+		}
+		if err := sleep(ctx, backoff); err != nil {
+			return nil, err
+		}
+		backoff *= 2
+	}
+}
+
+// succeed publishes the running server in the cache and drops the claim,
+// in that order, so that the server is counted exactly once throughout.
+func (p *Pool) succeed(taskCtx context.Context, c *claim, res created, log *zap.Logger) {
+	srv := servercache.FromHCloud(res.server)
+	if !res.adopted || p.stoppedCreates {
+		// The start (or power-on) action succeeded: the server runs.
+		srv.Status = hcloud.ServerStatusRunning
+	}
+	if p.deps.Cache.Current() == nil {
+		// Upsert needs a snapshot to change; the first listing also shows
+		// the new server.
+		if _, err := p.deps.Cache.Get(taskCtx); err != nil {
+			log.Warn("listing servers failed; the new server shows after the next listing", zap.Error(err))
+		}
+	}
+	p.deps.Cache.Upsert(srv)
+
+	p.mu.Lock()
+	cancelled := c.cancelled
+	if !cancelled {
+		delete(p.claims, c.name)
+	}
+	p.mu.Unlock()
+	if cancelled {
+		// Deleted while its last action finished.
+		p.fail(taskCtx, c, res.server, "", context.Canceled)
+		return
+	}
+	elapsed := p.now().Sub(c.requested)
+	p.metrics.ServerCreates.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
+	p.metrics.ServerCreateDuration.WithLabelValues(p.cfg.Name).Observe(elapsed.Seconds())
+	log.Info("server running", zap.Duration("elapsed", elapsed), zap.Bool("adopted", res.adopted))
+	p.observe()
+}
+
+// fail ends a flow that did not produce a running server. A server that
+// exists is deleted first, and the delete awaited, so that a failure never
+// leaks one. Then the claim becomes a placeholder carrying the error, or,
+// if it was cancelled, disappears.
+//
+// When Close gave up waiting (taskCtx ended), the server is left alone:
+// it carries the pool's labels, so the next Pool finds it.
+func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, what string, err error) {
+	log := p.log.With(zap.String("server", c.name))
+	if taskCtx.Err() != nil {
+		p.mu.Lock()
+		delete(p.claims, c.name)
+		p.mu.Unlock()
+		if server != nil {
+			log.Info("create flow stopped by close; the server is left for the next start to adopt", zap.Int64("server_id", server.ID))
+		}
+		c.result = fmt.Errorf("pool %q: server %s: %w", p.cfg.Name, c.name, ErrClosed)
+		return
+	}
+	if server != nil {
+		p.cleanup(taskCtx, server, log)
+	}
+
+	p.mu.Lock()
+	cancelled := c.cancelled
+	var info ErrorInfo
+	if cancelled {
+		delete(p.claims, c.name)
+	} else {
+		info = classify(what, err)
+		c.phase, c.err = claimFailed, &info
+		c.serverID, c.status = 0, ""
+	}
+	p.mu.Unlock()
+
+	if cancelled {
+		c.result = fmt.Errorf("pool %q: server %s: claim cancelled", p.cfg.Name, c.name)
+		log.Info("claim cancelled", zap.Bool("had_server", server != nil))
+		p.observe()
+		return
+	}
+	c.result = &ClaimError{Pool: p.cfg.Name, Name: c.name, Info: info, Err: err}
+	p.metrics.ServerCreates.WithLabelValues(p.cfg.Name, metrics.ResultError, info.Code).Inc()
+	log.Warn("server creation failed", zap.String("class", info.Class.String()),
+		zap.String("code", info.Code), zap.String("message", info.Message))
+	if info.Class == OutOfResources && p.opts.unavailableTTL > 0 {
+		u := UnavailableError{ServerType: p.cfg.ServerType, Location: p.cfg.Location, Code: info.Code, Message: info.Message}
+		if info.Code == string(ErrorCodePlacementGroupMemberLimitReached) {
+			u.PlacementGroup = p.cfg.PlacementGroup
+		}
+		marked := p.offerings.mark(u, p.opts.unavailableTTL)
+		log.Warn("offering marked unavailable; scale-ups of the pool fail at once until then",
+			zap.Time("until", marked.Until))
+	}
+	p.observe()
+}
+
+// cleanup deletes a server whose create flow failed and waits for the
+// delete, trying a bounded number of times. If every attempt fails, the
+// error is logged: the server keeps the pool's labels, so it shows up in
+// the next listing and the autoscaler can remove it.
+func (p *Pool) cleanup(taskCtx context.Context, server *hcloud.Server, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(taskCtx, cleanupTimeout)
+	defer cancel()
+	backoff := p.opts.retryBackoff
+	var err error
+	for attempt := 1; attempt <= p.opts.cleanupAttempts; attempt++ {
+		var gone bool
+		gone, err = p.deleteAndWait(ctx, server)
+		if err == nil {
+			if !gone {
+				log.Info("deleted server of a failed create flow", zap.Int64("server_id", server.ID))
+			}
+			p.deps.Cache.Remove(server.ID)
+			return
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		log.Warn("deleting server of a failed create flow failed; trying again",
+			zap.Int64("server_id", server.ID), zap.Int("attempt", attempt), zap.Error(err))
+		if sleep(ctx, backoff) != nil {
+			break
+		}
+		backoff *= 2
+	}
+	log.Error("could not delete server of a failed create flow; it keeps the pool's labels and shows up in the next listing",
+		zap.Int64("server_id", server.ID), zap.Error(err))
+}
+
+// deleteAndWait deletes a server and waits for the delete action. gone is
+// true when the server did not exist any more.
+func (p *Pool) deleteAndWait(ctx context.Context, server *hcloud.Server) (gone bool, err error) {
+	action, gone, err := p.deleteServer(ctx, server.ID)
+	if err != nil {
+		return false, err
+	}
+	if gone {
+		return true, nil
+	}
+	if err := p.deps.Waiter.Wait(ctx, action); err != nil {
+		p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultError, errorCode(err)).Inc()
+		return false, err
+	}
+	p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
+	return false, nil
+}
+
+// ClaimError is the failure of one claim: what AtomicIncreaseSize returns
+// and what a placeholder's ErrorInfo describes.
+type ClaimError struct {
+	Pool string
+	Name string // the server name of the claim
+	Info ErrorInfo
+	Err  error
+}
+
+func (e *ClaimError) Error() string {
+	return fmt.Sprintf("pool %q: server %s: %s (%s, %s)", e.Pool, e.Name, e.Info.Message, e.Info.Code, e.Info.Class)
+}
+
+func (e *ClaimError) Unwrap() error { return e.Err }
+
+// errorCode returns the Hetzner code of an API or action error, else
+// CodeRequestFailed or CodeInternal, for metric labels.
+func errorCode(err error) string {
+	var apiErr hcloud.Error
+	var actErr hcloud.ActionError
+	switch {
+	case errors.As(err, &apiErr):
+		return string(apiErr.Code)
+	case errors.As(err, &actErr):
+		return actErr.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return CodeTimeout
+	case isRequestFailure(err):
+		return CodeRequestFailed
+	default:
+		return CodeInternal
+	}
+}
+
+func acquire(ctx context.Context, sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func release(sem chan struct{}) { <-sem }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,344 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hcloudscale/hcloudscale/internal/metrics"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+// DeleteInstances deletes instances of the pool. An id is a provider ID
+// ("hcloud://<server id>"), a claim ID ([ClaimID]) or a node name (the
+// server name). Every id must belong to this pool, else nothing is deleted
+// and the error names each id that does not.
+//
+// It refuses to take the target below the min size, except for
+// placeholders of failed claims, which are always removable and cost no
+// API call: the autoscaler deletes failed instances without a min-size
+// cap. A pending claim is cancelled; if its create request is in flight,
+// its flow deletes the server once it exists. Servers are deleted with
+// concurrent requests; they count as deleting (and leave the target) at
+// once, and their delete actions are awaited in one batch in the
+// background before the cache forgets them. DeleteInstances returns once
+// the API accepted every delete request.
+//
+// Deleting an instance that is already being deleted, or a claim that is
+// already gone, is not an error: the autoscaler repeats deletes of failed
+// instances until they leave Instances.
+func (p *Pool) DeleteInstances(ctx context.Context, ids []string) error {
+	return p.deleteInstances(ctx, ids, false)
+}
+
+// ForceDeleteInstances is DeleteInstances without the min-size check.
+func (p *Pool) ForceDeleteInstances(ctx context.Context, ids []string) error {
+	return p.deleteInstances(ctx, ids, true)
+}
+
+// deleteTarget is one resolved id.
+type deleteTarget struct {
+	id     string
+	claim  *claim              // a claim (placeholder or pending)
+	server *servercache.Server // a server no claim owns
+}
+
+func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	snap, err := p.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return fmt.Errorf("pool %q: %w", p.cfg.Name, ErrClosed)
+	}
+	var errs []error
+	var targets []deleteTarget
+	seen := make(map[any]bool)
+	for _, id := range ids {
+		t, skip, err := p.resolveLocked(snap, id)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case skip:
+		case t.claim != nil && !seen[t.claim]:
+			seen[t.claim] = true
+			targets = append(targets, t)
+		case t.server != nil && !seen[t.server.ID]:
+			seen[t.server.ID] = true
+			targets = append(targets, t)
+		}
+	}
+	if len(errs) > 0 {
+		p.mu.Unlock()
+		return errors.Join(errs...)
+	}
+	// Placeholders do not hold capacity; everything else does, and may
+	// not go below min.
+	live := 0
+	for _, t := range targets {
+		if t.claim == nil || t.claim.phase != claimFailed {
+			live++
+		}
+	}
+	target := p.targetLocked(snap)
+	if !force && live > 0 && target-live < p.cfg.MinSize {
+		p.mu.Unlock()
+		return fmt.Errorf("pool %q: deleting %d instances would take the target size %d below the min size %d", p.cfg.Name, live, target, p.cfg.MinSize)
+	}
+	var servers []*servercache.Server
+	for _, t := range targets {
+		switch {
+		case t.claim != nil && (t.claim.phase == claimQueued || t.claim.phase == claimFailed):
+			p.dropClaimLocked(t.claim)
+		case t.claim != nil:
+			p.cancelClaimLocked(t.claim)
+		default:
+			p.deleting[t.server.ID] = struct{}{}
+			servers = append(servers, t.server)
+		}
+	}
+	p.mu.Unlock()
+	p.observe()
+
+	if len(servers) == 0 {
+		p.log.Info("instances removed", zap.Strings("ids", ids))
+		return nil
+	}
+	return p.deleteServers(ctx, servers)
+}
+
+// resolveLocked finds what id names. skip reports an id that names
+// something already gone or being deleted. p.mu must be held.
+func (p *Pool) resolveLocked(snap *servercache.Snapshot, id string) (t deleteTarget, skip bool, err error) {
+	notOurs := fmt.Errorf("pool %q: instance %q does not belong to the pool", p.cfg.Name, id)
+	if pool, name, ok := ParseClaimID(id); ok {
+		if pool != p.cfg.Name {
+			return t, false, notOurs
+		}
+		if c := p.claims[name]; c != nil {
+			return p.claimTarget(id, c)
+		}
+		if s := snap.ByName(name); s != nil && s.Pool == p.cfg.Name {
+			// The claim's server has been created meanwhile.
+			return p.serverTarget(id, s)
+		}
+		return t, true, nil
+	}
+	if serverID, ok := servercache.ParseProviderID(id); ok {
+		for _, c := range p.claims {
+			if c.serverID == serverID {
+				return p.claimTarget(id, c)
+			}
+		}
+		if s := snap.ByID(serverID); s != nil && s.Pool == p.cfg.Name {
+			return p.serverTarget(id, s)
+		}
+		return t, false, notOurs
+	}
+	if strings.Contains(id, "://") {
+		return t, false, notOurs
+	}
+	if c := p.claims[id]; c != nil {
+		return p.claimTarget(id, c)
+	}
+	if s := snap.ByName(id); s != nil && s.Pool == p.cfg.Name {
+		return p.serverTarget(id, s)
+	}
+	return t, false, notOurs
+}
+
+func (p *Pool) claimTarget(id string, c *claim) (deleteTarget, bool, error) {
+	if c.cancelled {
+		return deleteTarget{}, true, nil
+	}
+	return deleteTarget{id: id, claim: c}, false, nil
+}
+
+func (p *Pool) serverTarget(id string, s *servercache.Server) (deleteTarget, bool, error) {
+	if p.deletingLocked(s) {
+		return deleteTarget{}, true, nil
+	}
+	return deleteTarget{id: id, server: s}, false, nil
+}
+
+// deleteServers sends the delete requests concurrently, marks the
+// accepted ones deleting in the cache, and waits for their actions in the
+// background. Servers whose request failed count again.
+func (p *Pool) deleteServers(ctx context.Context, servers []*servercache.Server) error {
+	actions := make([]*hcloud.Action, len(servers))
+	errs := make([]error, len(servers))
+	var g errgroup.Group
+	for i, s := range servers {
+		g.Go(func() error {
+			var gone bool
+			actions[i], gone, errs[i] = p.deleteServer(ctx, s.ID)
+			if gone {
+				actions[i] = nil
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+
+	var accepted []*servercache.Server
+	var acceptedActions []*hcloud.Action
+	var marked []servercache.Server
+	var failed []error
+	p.mu.Lock()
+	for i, s := range servers {
+		if errs[i] != nil {
+			delete(p.deleting, s.ID)
+			failed = append(failed, fmt.Errorf("pool %q: deleting server %s (%d): %w", p.cfg.Name, s.Name, s.ID, errs[i]))
+			continue
+		}
+		accepted = append(accepted, s)
+		acceptedActions = append(acceptedActions, actions[i])
+		m := *s
+		m.Status = hcloud.ServerStatusDeleting
+		marked = append(marked, m)
+	}
+	p.mu.Unlock()
+	// Mark before the wait starts, so that the wait's Remove comes last.
+	p.deps.Cache.Upsert(marked...)
+	if len(accepted) > 0 {
+		p.mu.Lock()
+		started := p.startLocked(func(taskCtx context.Context) {
+			p.awaitDeletes(taskCtx, accepted, acceptedActions)
+		})
+		p.mu.Unlock()
+		if !started {
+			// Close gave up meanwhile; the API deletes the servers anyway.
+			p.forgetDeleted(accepted)
+		}
+	}
+	names := make([]string, len(accepted))
+	for i, s := range accepted {
+		names[i] = s.Name
+	}
+	if len(names) > 0 {
+		p.log.Info("deleting servers", zap.Strings("servers", names))
+	}
+	p.observe()
+	return errors.Join(failed...)
+}
+
+// deleteServer sends one delete request under the delete concurrency
+// bound. A server that no longer exists counts as deleted (gone).
+func (p *Pool) deleteServer(ctx context.Context, id int64) (action *hcloud.Action, gone bool, err error) {
+	if err := acquire(ctx, p.deleteSem); err != nil {
+		return nil, false, err
+	}
+	defer release(p.deleteSem)
+	res, _, err := p.deps.Servers.DeleteWithResult(ctx, &hcloud.Server{ID: id})
+	switch {
+	case hcloud.IsError(err, hcloud.ErrorCodeNotFound):
+		p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
+		return nil, true, nil
+	case err != nil:
+		p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultError, errorCode(err)).Inc()
+		return nil, false, err
+	}
+	return res.Action, false, nil
+}
+
+// awaitDeletes waits for the delete actions of accepted deletes, all in
+// one Wait, then forgets the servers.
+func (p *Pool) awaitDeletes(taskCtx context.Context, servers []*servercache.Server, actions []*hcloud.Action) {
+	ctx, cancel := context.WithTimeout(taskCtx, deleteWaitTimeout)
+	defer cancel()
+	err := p.deps.Waiter.Wait(ctx, actions...)
+	if err != nil && taskCtx.Err() != nil {
+		return // Close gave up; the API finishes the deletes anyway
+	}
+	// The Waiter joins one error per failed action; match them to servers.
+	failedByAction := map[int64]error{}
+	var actErr hcloud.ActionError
+	for _, e := range unwrapJoined(err) {
+		if errors.As(e, &actErr) && actErr.Action() != nil {
+			failedByAction[actErr.Action().ID] = e
+		}
+	}
+	var done []*servercache.Server
+	for i, s := range servers {
+		a := actions[i]
+		var e error
+		switch {
+		case a != nil && failedByAction[a.ID] != nil:
+			e = failedByAction[a.ID]
+		case err != nil && len(failedByAction) == 0:
+			e = err // not an action failure: a timeout or a vanished action
+		}
+		if a == nil {
+			done = append(done, s) // already gone, counted by deleteServer
+			continue
+		}
+		if e != nil {
+			p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultError, errorCode(e)).Inc()
+			p.log.Error("server delete failed", zap.String("server", s.Name), zap.Int64("server_id", s.ID), zap.Error(e))
+			p.mu.Lock()
+			delete(p.deleting, s.ID)
+			p.mu.Unlock()
+			continue
+		}
+		p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
+		done = append(done, s)
+	}
+	p.forgetDeleted(done)
+}
+
+// forgetDeleted drops deleted servers from the cache and from the pool's
+// deleting set, in that order, so that they never count again.
+func (p *Pool) forgetDeleted(servers []*servercache.Server) {
+	if len(servers) == 0 {
+		return
+	}
+	ids := make([]int64, len(servers))
+	for i, s := range servers {
+		ids[i] = s.ID
+	}
+	p.deps.Cache.Remove(ids...)
+	p.mu.Lock()
+	for _, id := range ids {
+		delete(p.deleting, id)
+	}
+	p.mu.Unlock()
+	p.log.Info("servers deleted", zap.Int("count", len(ids)))
+	p.observe()
+}
+
+func unwrapJoined(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return slices.Clone(j.Unwrap())
+	}
+	return []error{err}
+}
+
+// prefixToIPNet converts a subnet range for hcloud-go.
+func prefixToIPNet(p netip.Prefix) *net.IPNet {
+	if !p.IsValid() {
+		return nil
+	}
+	p = p.Masked()
+	bits := 32
+	if p.Addr().Is6() {
+		bits = 128
+	}
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), bits)}
+}

@@ -1,0 +1,205 @@
+// Package pool is the scaling engine for one node pool on Hetzner Cloud:
+// claims, server creation, deletion, instance states, the scale-from-zero
+// template, price and per-pool autoscaler options.
+//
+// A [Pool] is built with [New] from the resolved pool configuration
+// (config.Pool) and [Deps]: the hcloud-go server client behind the
+// consumer interface [ServerAPI], the process-wide [Waiter], the shared
+// servercache.Cache and servercache.TypeCatalog, the imageresolve.Resolver,
+// and the network, firewalls, SSH keys and placement group that the caller
+// resolved once (the pool never looks references up). New does no I/O.
+//
+// # Target size and claims
+//
+// TargetSize is the number of the pool's servers that exist and are not
+// being deleted, plus the pending claims, plus the placeholders of failed
+// claims. It is answered from memory (the cache's current snapshot and the
+// pool's claims) and is consistent after every call, under concurrency:
+// every change happens under the pool's own mutex, which no other pool
+// shares and which is never held during I/O.
+//
+// [Pool.IncreaseSize] checks n > 0 and target+n <= max under that mutex,
+// records n claims and returns at once, without an API call. Each claim
+// picks its server name once ("<pool>-<16 hex digits>") and keeps it for
+// every retry, so a retried create can never make a second server. The
+// claims' create flows run in the background; the pool bounds their
+// create-side requests (create, attach, power on) to
+// [WithCreateConcurrency] at a time, and their action waits are shared by
+// the [Waiter].
+//
+// # The create flow
+//
+//  1. Server type from the catalogue; it must be available in the location
+//     (a price alone does not make it orderable). The image for the type's
+//     architecture from the resolver (cached).
+//  2. POST /servers with name, type, image, location, user data, the pool's
+//     server labels (hcloud/node-group and, with a cluster name,
+//     hcloudscale/cluster), SSH keys, public IPv4/IPv6, firewalls,
+//     placement group and, without a subnet range, the network.
+//     start_after_create is true unless a subnet range is set.
+//  3. Wait for create_server and the next actions.
+//  4. With a subnet range: attach to the network with that range, wait,
+//     power on, wait. (Creating stopped is the only way to choose the
+//     subnet; without one, the server starts with its create.)
+//  5. On success the server goes into the cache as running at once and
+//     the claim is dropped: the server counts instead, without a gap or a
+//     double count.
+//
+// A transient failure of the create request (a dropped connection, 5xx,
+// timeout, server_error) is sent again with the same name, a bounded
+// number of times. If the earlier attempt created the server and only its
+// response was lost, the retry gets uniqueness_error; the flow then looks
+// the server up by name and adopts it if it carries the pool's labels (and
+// fails with "name-taken" otherwise).
+//
+// Any failure after the server exists deletes it and waits for that
+// delete, retrying a bounded number of times (logged at error if all
+// fail: the server keeps its labels, so the next listing shows it). The
+// whole flow is bounded by the creation timeout ([WithCreationTimeout],
+// HCLOUD_SERVER_CREATION_TIMEOUT). [Pool.Close] that gives up waiting
+// leaves a server alone rather than half-deleting it; the next Pool adopts
+// it.
+//
+// # Failures and fail-over
+//
+// A failed claim stays in [Pool.Instances] as a placeholder: State
+// Creating with [ErrorInfo] (class, code, message; never user data or
+// tokens) and its claim ID, until DeleteInstances removes it. It counts in
+// TargetSize. This is the Cluster Autoscaler's contract for asynchronous
+// creates: it recognises a failed scale-up only from a Creating instance
+// with error info, shrinks its pending scale-up by it, backs the group off,
+// deletes the instance, and tries another group.
+//
+// The error class is [OutOfResources] for resource_unavailable,
+// resource_limit_exceeded, placement_error,
+// placement_group_member_limit_reached, unavailable, a full placement
+// group reported as service_error, and a server type the catalogue marks
+// unavailable in the location; [Other] for everything else. Codes are the
+// Hetzner code or one of a small fixed set (CodeTimeout, CodeActionFailed,
+// ...), because the autoscaler turns them into metric labels.
+//
+// After a capacity error the pool remembers the offering (server type in
+// location, or the placement group) as unavailable for
+// [WithUnavailableTTL] (5 minutes): IncreaseSize then fails at once with
+// an error matching [ErrOfferingUnavailable], records no claim and makes
+// no API call. The autoscaler backs a group off as soon as IncreaseSize
+// returns an error, so this is the fastest fail-over to another pool.
+// Pools can share the memory with [WithOfferings].
+//
+// [Pool.AtomicIncreaseSize] waits for all n servers; on any failure it
+// deletes the ones created, waits for those deletes, and returns an error;
+// no placeholder remains.
+//
+// # Instance IDs and states
+//
+// A server's instance ID is its provider ID, "hcloud://<id>" (what the
+// Hetzner cloud controller manager writes into spec.providerID). A claim
+// whose server does not exist yet, and a placeholder, have a stable claim
+// ID "hcloudscale://<pool>/<server name>" ([ClaimID], [ParseClaimID]): the
+// autoscaler keys an unregistered instance's age by its ID and gives its
+// fake nodes that ID as name and provider ID, so a Cluster routes them
+// back here.
+//
+// Servers map to states as follows ([State] and [ErrorClass] have the
+// autoscaler's numeric values):
+//
+//	owned by a create flow of this process    Creating (also while off
+//	                                          before power-on)
+//	deleted by us, or status deleting         Deleting
+//	initializing, starting                    Creating; after the creation
+//	                                          timeout: error Other
+//	                                          "not-started"
+//	off                                       Running; Creating/"not-started"
+//	                                          as above if the pool creates
+//	                                          servers stopped (subnet range)
+//	running, stopping, migrating, rebuilding  Running
+//	unknown, anything else                    Running, error Other
+//	                                          "unknown-status"
+//
+// "not-started" marks servers a restart left behind mid-create: the
+// autoscaler deletes Creating instances with an error. An off server of a
+// pool that starts servers at create was started once, so it was stopped
+// later: its node is NotReady and the autoscaler's unready-node logic, not
+// failed-creation cleanup, applies. "unknown" is Running with error info
+// because the autoscaler acts on error info only for Creating instances: a
+// node whose status flickers is not deleted, yet Status shows it.
+//
+// # Deleting and shrinking
+//
+// [Pool.DeleteInstances] accepts provider IDs, claim IDs and node names;
+// every id must belong to the pool, else nothing is deleted. It refuses to
+// take the target below min for servers and pending claims, but
+// placeholders are always removable (the autoscaler deletes failed
+// instances without a min-size cap) and cost no API call. A pending claim
+// is cancelled; if its create request is in flight, its flow deletes the
+// server once it exists. Delete requests run concurrently (bounded by
+// [WithDeleteConcurrency]); the servers count as deleting at once, and
+// their actions are awaited in one batch in the background.
+// [Pool.ForceDeleteInstances] skips the min-size check.
+//
+// [Pool.DecreaseTargetSize] removes claims that have no server (queued
+// ones first, then placeholders) and never drops the target below the
+// servers that exist. A larger request is clamped and returns nil: an
+// error there aborts the autoscaler's whole loop, every loop, and it
+// re-reads TargetSize each loop anyway.
+//
+// # Template node
+//
+// [Pool.TemplateNode] builds the node a server of the pool will become,
+// for scale-from-zero: kubernetes.io/hostname "<pool>-template", instance
+// type (stable and beta label), region and zone (stable and beta; the zone
+// is HCCM's value, see [Zone]), arch, os, csi.hetzner.cloud/location,
+// instance.hetzner.cloud/provided-by=cloud, hcloud/node-group, then the
+// pool's labels (which may override these) and taints, and a Ready
+// condition. Capacity is the server type's cores, memory (GB × 2³⁰ bytes),
+// disk and maxPods (110 unless set). Allocatable never promises more than
+// a real node has:
+//
+//	cpu      capacity − reserved.cpu, or without it the kube-reserved
+//	         estimate: 6% of the first core, 1% of the second, 0.5% of
+//	         cores 3-4, 0.25% of every further core
+//	memory   capacity − reserved.memory, or without it 25% of the first
+//	         4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next
+//	         112, 2% above 128 GiB; always minus the 100 MiB eviction
+//	         threshold and the guest-memory shortfall (5% + 100 MiB of the
+//	         advertised memory, which the guest kernel never reports)
+//	storage  capacity − 10% (the nodefs eviction threshold) −
+//	         reserved.ephemeralStorage
+//
+// The pool's reserved values replace the kube-reserved estimate rather
+// than adding to it, because they describe what the node's kubelet
+// reserves; eviction thresholds and the memory shortfall are not
+// reservations and always apply.
+//
+// # Price and options
+//
+// [Pool.Price] is the hourly net price of the server type in the pool's
+// location times the hours, from the catalogue in memory.
+// [Pool.Options] lays the pool's autoscaling settings over the
+// autoscaler's defaults ([AutoscalingOptions] mirrors its
+// NodeGroupAutoscalingOptions).
+//
+// # Restart safety
+//
+// Nothing that decides whether a server exists lives only in memory: a
+// new Pool over the same project sees the same target and instances,
+// because every server carries the pool's labels and the cache lists them.
+// Claims lost with the process are either servers by then (adopted) or
+// never sent.
+//
+// # Waiter
+//
+// One [Waiter] per process polls every action that any caller waits for:
+// per tick (500 ms) it lists the running action IDs of all callers, 50 per
+// GET /actions (the largest page), and wakes each caller when its actions
+// have finished. The request count grows with ticks, not with servers;
+// nothing is polled while nobody waits.
+//
+// # Metrics and logs
+//
+// Metrics are in internal/metrics (hcloudscale_pool_*, hcloudscale_server_*,
+// hcloudscale_unavailable_offerings), registered through [WithRegisterer]
+// or shared with [WithMetrics]; gauges are updated on every change. The
+// pool logs with zap as "pool" with a pool field; user data, root
+// passwords and tokens are never logged.
+package pool

@@ -1,0 +1,140 @@
+package pool
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/hcloudscale/hcloudscale/internal/metrics"
+)
+
+// Defaults of the options.
+const (
+	DefaultCreateConcurrency = 10
+	DefaultDeleteConcurrency = 10
+	// DefaultCreateAttempts bounds how often one claim sends its create
+	// request after transient failures (on top of hcloud-go's own
+	// retries).
+	DefaultCreateAttempts = 3
+	// DefaultRetryBackoff is the first wait before a repeated request; it
+	// doubles per attempt.
+	DefaultRetryBackoff = time.Second
+	// DefaultCleanupAttempts bounds the deletes of a server whose create
+	// flow failed.
+	DefaultCleanupAttempts = 4
+	// cleanupTimeout bounds the clean-up of one failed server, delete
+	// requests and the wait for their action together.
+	cleanupTimeout = 2 * time.Minute
+	// deleteWaitTimeout bounds the background wait for delete actions.
+	deleteWaitTimeout = 5 * time.Minute
+)
+
+// Clock tells the pool what time it is: creation timeouts of adopted
+// servers and the memory of unavailable offerings read it.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Option configures a [Pool].
+type Option func(*options)
+
+type options struct {
+	logger            *zap.Logger
+	clock             Clock
+	createConcurrency int
+	deleteConcurrency int
+	unavailableTTL    time.Duration
+	creationTimeout   time.Duration
+	createAttempts    int
+	cleanupAttempts   int
+	retryBackoff      time.Duration
+	metrics           *metrics.Set
+	registerer        prometheus.Registerer
+	offerings         *Offerings
+	clusterName       string
+}
+
+// WithLogger sets the logger; the pool logs as "pool" with a pool field.
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithClock sets the clock (default: the wall clock).
+func WithClock(c Clock) Option {
+	return func(o *options) {
+		if c != nil {
+			o.clock = c
+		}
+	}
+}
+
+// WithCreateConcurrency bounds the create-side requests (create, attach,
+// power on) of the pool in flight at once (DefaultCreateConcurrency).
+// Waiting for actions is not bounded by it: the shared [Waiter] does that.
+func WithCreateConcurrency(n int) Option {
+	return func(o *options) { o.createConcurrency = n }
+}
+
+// WithDeleteConcurrency bounds the pool's delete requests in flight at
+// once (DefaultDeleteConcurrency).
+func WithDeleteConcurrency(n int) Option {
+	return func(o *options) { o.deleteConcurrency = n }
+}
+
+// WithUnavailableTTL sets how long a capacity error makes IncreaseSize
+// fail at once (DefaultUnavailableTTL). Zero disables the memory.
+func WithUnavailableTTL(d time.Duration) Option {
+	return func(o *options) { o.unavailableTTL = d }
+}
+
+// WithCreationTimeout bounds each server's create flow, from the claim to
+// a running server (default: the pool's config, else 5 minutes).
+func WithCreationTimeout(d time.Duration) Option {
+	return func(o *options) { o.creationTimeout = d }
+}
+
+// WithRetry sets how often a create request is sent after transient
+// failures (attempts in total, DefaultCreateAttempts) and the first
+// backoff (DefaultRetryBackoff, doubling).
+func WithRetry(attempts int, backoff time.Duration) Option {
+	return func(o *options) {
+		o.createAttempts = attempts
+		o.retryBackoff = backoff
+	}
+}
+
+// WithMetrics reports to m. Without it, or WithRegisterer, the pool
+// reports nowhere.
+func WithMetrics(m *metrics.Set) Option {
+	return func(o *options) { o.metrics = m }
+}
+
+// WithRegisterer registers the pool's metrics with reg (register-or-reuse,
+// so pools can share one registerer). WithMetrics takes precedence.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(o *options) { o.registerer = reg }
+}
+
+// WithOfferings shares a registry of unavailable offerings between pools:
+// a capacity error in one pool then stops the others that ask for the
+// same server type in the same location. By default each pool has its
+// own.
+func WithOfferings(r *Offerings) Option {
+	return func(o *options) { o.offerings = r }
+}
+
+// WithClusterName names the cluster the pool belongs to. The pool's server
+// labels must carry it (config.LabelCluster), and a server found under a
+// claim's name is adopted only if it carries it too.
+func WithClusterName(name string) Option {
+	return func(o *options) { o.clusterName = name }
+}

@@ -1,0 +1,338 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"go.uber.org/zap"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/imageresolve"
+	"github.com/hcloudscale/hcloudscale/internal/metrics"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+// ErrClosed is returned by the methods that change a pool after
+// [Pool.Close].
+var ErrClosed = errors.New("pool closed")
+
+// Deps are what a Pool works with. The clients and caches are shared by
+// all pools of a cluster; the resolved references are looked up once by
+// the caller (the pool never resolves names itself).
+type Deps struct {
+	Servers ServerAPI
+	Waiter  *Waiter
+	Cache   *servercache.Cache
+	Types   *servercache.TypeCatalog
+	Images  *imageresolve.Resolver
+
+	// Network is the resolved config.Pool.Network; nil when the pool has
+	// none.
+	Network *hcloud.Network
+	// Firewalls and SSHKeys are the resolved config.Pool.Firewalls and
+	// SSHKeys, in the same order.
+	Firewalls []*hcloud.Firewall
+	SSHKeys   []*hcloud.SSHKey
+	// PlacementGroup is the resolved config.Pool.PlacementGroup; nil when
+	// the pool has none.
+	PlacementGroup *hcloud.PlacementGroup
+}
+
+// Pool scales one node pool. Its methods are safe for concurrent use.
+type Pool struct {
+	cfg       config.Pool
+	deps      Deps
+	opts      options
+	log       *zap.Logger
+	metrics   *metrics.Set
+	offerings *Offerings
+	// ownLabels are the labels that make a server ours: the node-group
+	// label and, with a cluster name, the cluster label.
+	ownLabels map[string]string
+	// stoppedCreates is true when servers are created stopped (a subnet
+	// range is set) and attached and powered on afterwards.
+	stoppedCreates bool
+	createSem      chan struct{} // bounds create-side requests in flight
+	deleteSem      chan struct{} // bounds delete requests in flight
+
+	wg sync.WaitGroup // every background goroutine of the pool
+
+	// mu guards the fields below. It is the pool's own lock: no lock is
+	// shared between pools, and none is held during I/O.
+	mu sync.Mutex
+	// closed stops new claims and deletes; stopping means Close has given
+	// up waiting and cancelled the background work.
+	closed, stopping bool
+	// claims holds every claim by server name: queued, creating, failed
+	// (placeholders) and cancelled ones whose flow is still cleaning up.
+	claims map[string]*claim
+	// deleting holds the servers whose delete we requested, until their
+	// delete action has finished and the cache forgot them.
+	deleting map[int64]struct{}
+	// tasks holds the cancel functions of running background work.
+	tasks  map[uint64]context.CancelFunc
+	nextID uint64
+}
+
+// New checks cfg and deps and returns a Pool. It does no I/O.
+func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
+	o := options{
+		logger:            zap.NewNop(),
+		clock:             systemClock{},
+		createConcurrency: DefaultCreateConcurrency,
+		deleteConcurrency: DefaultDeleteConcurrency,
+		unavailableTTL:    DefaultUnavailableTTL,
+		createAttempts:    DefaultCreateAttempts,
+		cleanupAttempts:   DefaultCleanupAttempts,
+		retryBackoff:      DefaultRetryBackoff,
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.creationTimeout == 0 {
+		o.creationTimeout = config.DefaultCreationTimeout
+	}
+
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if err := config.CheckPoolName(cfg.Name); err != nil {
+		bad("pool: %w", err)
+	}
+	if cfg.MinSize < 0 {
+		bad("pool %q: min size %d is negative", cfg.Name, cfg.MinSize)
+	}
+	if cfg.MaxSize < cfg.MinSize {
+		bad("pool %q: max size %d is below min size %d", cfg.Name, cfg.MaxSize, cfg.MinSize)
+	}
+	if cfg.ServerType == "" {
+		bad("pool %q: server type is empty", cfg.Name)
+	}
+	if cfg.Location == "" {
+		bad("pool %q: location is empty", cfg.Name)
+	}
+	if cfg.ServerLabels[config.LabelNodeGroup] != cfg.Name {
+		bad("pool %q: server label %s is %q, want the pool name", cfg.Name, config.LabelNodeGroup, cfg.ServerLabels[config.LabelNodeGroup])
+	}
+	if o.clusterName != "" && cfg.ServerLabels[config.LabelCluster] != o.clusterName {
+		bad("pool %q: server label %s is %q, want the cluster name %q", cfg.Name, config.LabelCluster, cfg.ServerLabels[config.LabelCluster], o.clusterName)
+	}
+	if deps.Servers == nil || deps.Waiter == nil || deps.Cache == nil || deps.Types == nil || deps.Images == nil {
+		bad("pool %q: deps: Servers, Waiter, Cache, Types and Images are required", cfg.Name)
+	}
+	if (cfg.Network != "") != (deps.Network != nil) {
+		bad("pool %q: network %q and the resolved deps.Network (set: %t) disagree", cfg.Name, cfg.Network, deps.Network != nil)
+	}
+	if cfg.SubnetIPRange.IsValid() && deps.Network == nil {
+		bad("pool %q: subnet IP range %s needs a network", cfg.Name, cfg.SubnetIPRange)
+	}
+	if (cfg.PlacementGroup != "") != (deps.PlacementGroup != nil) {
+		bad("pool %q: placement group %q and the resolved deps.PlacementGroup (set: %t) disagree", cfg.Name, cfg.PlacementGroup, deps.PlacementGroup != nil)
+	}
+	if len(cfg.Firewalls) != len(deps.Firewalls) {
+		bad("pool %q: %d firewalls configured, %d resolved", cfg.Name, len(cfg.Firewalls), len(deps.Firewalls))
+	}
+	if len(cfg.SSHKeys) != len(deps.SSHKeys) {
+		bad("pool %q: %d SSH keys configured, %d resolved", cfg.Name, len(cfg.SSHKeys), len(deps.SSHKeys))
+	}
+	if o.createConcurrency < 1 {
+		bad("pool %q: create concurrency %d must be at least 1", cfg.Name, o.createConcurrency)
+	}
+	if o.deleteConcurrency < 1 {
+		bad("pool %q: delete concurrency %d must be at least 1", cfg.Name, o.deleteConcurrency)
+	}
+	if o.creationTimeout < 0 {
+		bad("pool %q: creation timeout %s is negative", cfg.Name, o.creationTimeout)
+	}
+	if o.unavailableTTL < 0 {
+		bad("pool %q: unavailable TTL %s is negative", cfg.Name, o.unavailableTTL)
+	}
+	if o.createAttempts < 1 || o.retryBackoff < 0 {
+		bad("pool %q: retry: %d attempts (at least 1) with backoff %s (not negative)", cfg.Name, o.createAttempts, o.retryBackoff)
+	}
+	m := o.metrics
+	if m == nil {
+		var err error
+		if m, err = metrics.New(o.registerer); err != nil {
+			bad("pool %q: %w", cfg.Name, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	offerings := o.offerings
+	if offerings == nil {
+		offerings = NewOfferings(o.clock, m)
+	}
+	own := map[string]string{config.LabelNodeGroup: cfg.Name}
+	if v, ok := cfg.ServerLabels[config.LabelCluster]; ok {
+		own[config.LabelCluster] = v
+	}
+	p := &Pool{
+		cfg:            cfg,
+		deps:           deps,
+		opts:           o,
+		log:            o.logger.Named("pool").With(zap.String("pool", cfg.Name)),
+		metrics:        m,
+		offerings:      offerings,
+		ownLabels:      own,
+		stoppedCreates: cfg.SubnetIPRange.IsValid(),
+		createSem:      make(chan struct{}, o.createConcurrency),
+		deleteSem:      make(chan struct{}, o.deleteConcurrency),
+		claims:         make(map[string]*claim),
+		deleting:       make(map[int64]struct{}),
+		tasks:          make(map[uint64]context.CancelFunc),
+	}
+	p.metrics.PoolMinSize.WithLabelValues(cfg.Name).Set(float64(cfg.MinSize))
+	p.metrics.PoolMaxSize.WithLabelValues(cfg.Name).Set(float64(cfg.MaxSize))
+	return p, nil
+}
+
+// Name returns the pool's name.
+func (p *Pool) Name() string { return p.cfg.Name }
+
+// MinSize returns the configured minimum size.
+func (p *Pool) MinSize() int { return p.cfg.MinSize }
+
+// MaxSize returns the configured maximum size.
+func (p *Pool) MaxSize() int { return p.cfg.MaxSize }
+
+// Config returns the pool's configuration.
+func (p *Pool) Config() config.Pool { return p.cfg }
+
+// TargetSize returns the servers of the pool that exist and are not being
+// deleted, plus the pending claims and the placeholders of failed claims
+// (they stay counted until the autoscaler deletes them, which is what
+// shrinks its pending scale-up). It answers from memory: the cache's
+// current snapshot and the pool's claims.
+func (p *Pool) TargetSize() int {
+	snap := p.deps.Cache.Current()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.targetLocked(snap)
+}
+
+// targetLocked counts the units that make up the target.
+func (p *Pool) targetLocked(snap *servercache.Snapshot) int {
+	n := 0
+	if snap != nil {
+		for _, s := range snap.Pool(p.cfg.Name) {
+			if _, owned := p.claims[s.Name]; owned {
+				continue // counted as its claim below
+			}
+			if p.deletingLocked(s) {
+				continue
+			}
+			n++
+		}
+	}
+	for _, c := range p.claims {
+		if !c.cancelled {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *Pool) deletingLocked(s *servercache.Server) bool {
+	if s.Status == hcloud.ServerStatusDeleting {
+		return true
+	}
+	_, ok := p.deleting[s.ID]
+	return ok
+}
+
+// snapshot returns the cache's snapshot, listing first if there has never
+// been one: the pool's sizes are meaningless without it.
+func (p *Pool) snapshot(ctx context.Context) (*servercache.Snapshot, error) {
+	if snap := p.deps.Cache.Current(); snap != nil {
+		return snap, nil
+	}
+	snap, err := p.deps.Cache.Get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pool %q: listing servers: %w", p.cfg.Name, err)
+	}
+	return snap, nil
+}
+
+// owns reports whether a server's labels make it one of the pool's.
+func (p *Pool) owns(labels map[string]string) bool {
+	for k, v := range p.ownLabels {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// startLocked runs fn in a background goroutine that Close waits for and,
+// when it gives up waiting, cancels. It reports false after Close gave up.
+// p.mu must be held.
+func (p *Pool) startLocked(fn func(ctx context.Context)) bool {
+	if p.stopping {
+		return false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	id := p.nextID
+	p.nextID++
+	p.tasks[id] = cancel
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer func() {
+			p.mu.Lock()
+			delete(p.tasks, id)
+			p.mu.Unlock()
+			cancel()
+		}()
+		fn(ctx)
+	}()
+	return true
+}
+
+// Close stops new claims and deletes, then waits for the create flows and
+// delete waits in flight until ctx ends; after that it cancels them and
+// waits for them to return. A cancelled create flow leaves its server
+// alone: it carries the pool's labels, so the next Pool over the same
+// project adopts it (or reports it as not started, see [Pool.Instances]).
+// No goroutine of the pool outlives Close. The shared Waiter, cache and
+// catalogue are not closed.
+func (p *Pool) Close(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.mu.Lock()
+		p.stopping = true
+		for _, cancel := range p.tasks {
+			cancel()
+		}
+		p.mu.Unlock()
+		<-done
+		err = fmt.Errorf("pool %q: close: cancelled work in flight: %w", p.cfg.Name, ctx.Err())
+	}
+	p.metrics.ForgetPool(p.cfg.Name)
+	return err
+}
+
+// now returns the pool clock's time.
+func (p *Pool) now() time.Time { return p.opts.clock.Now() }
+
+// copyLabels returns the labels for a create request.
+func (p *Pool) copyLabels() map[string]string { return maps.Clone(p.cfg.ServerLabels) }
