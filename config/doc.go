@@ -46,7 +46,7 @@
 //     an error unless HCLOUD_NETWORK is set: such a server has no network.
 //   - HCLOUD_SERVER_CREATION_TIMEOUT: how long creating one server may take:
 //     whole minutes as upstream ("10"), or a Go duration ("90s"); it must be
-//     positive and at most a day in minutes. Default
+//     positive and at most 24 hours. Default
 //     [DefaultCreationTimeout]. Upstream silently used 5 minutes for values
 //     it could not parse; here they are errors.
 //   - HCLOUD_CLUSTER_NAME (new): the cluster name, as the JSON clusterName,

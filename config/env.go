@@ -267,27 +267,34 @@ func (p *problems) boolVar(env Env, name string, def bool) bool {
 
 // ParseCreationTimeout parses HCLOUD_SERVER_CREATION_TIMEOUT: whole minutes
 // as upstream ("10"), or a Go duration ("90s", "1h30m"); it must be
-// positive. Upstream silently used 5 minutes for anything it could not
-// parse and accepted negative values.
+// positive and at most 24 hours. Upstream silently used 5 minutes for
+// anything it could not parse and accepted negative values.
 func ParseCreationTimeout(s string) (time.Duration, error) {
+	var d time.Duration
 	if n, err := strconv.Atoi(s); err == nil {
 		if n <= 0 {
 			return 0, fmt.Errorf("%d minutes is not positive", n)
 		}
-		if n > int(24*time.Hour/time.Minute) {
-			return 0, fmt.Errorf("%d minutes is more than a day", n)
+		if n > int(maxCreationTimeout/time.Minute) {
+			return 0, fmt.Errorf("%d minutes is more than %v", n, maxCreationTimeout)
 		}
-		return time.Duration(n) * time.Minute, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
+		d = time.Duration(n) * time.Minute
+	} else if d, err = time.ParseDuration(s); err != nil {
 		return 0, fmt.Errorf("%q is neither whole minutes (5) nor a duration (90s, 10m)", s)
 	}
-	if d <= 0 {
+	switch {
+	case d <= 0:
 		return 0, fmt.Errorf("%q is not positive", s)
+	case d > maxCreationTimeout:
+		return 0, fmt.Errorf("%q is more than %v", s, maxCreationTimeout)
 	}
 	return d, nil
 }
+
+// maxCreationTimeout bounds the create flow of one server: even images
+// copied between locations take minutes, so a longer value is a unit
+// mistake, such as seconds written where minutes are meant.
+const maxCreationTimeout = 24 * time.Hour
 
 // nodeSpecs parses the --nodes values and rejects repeated pool names,
 // which upstream resolved by silently dropping the earlier pool.
