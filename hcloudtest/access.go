@@ -518,3 +518,46 @@ func nonNil(m map[string]string) map[string]string {
 	}
 	return maps.Clone(m)
 }
+
+// SetServerTypeAvailable sets the per-location available flag of a server
+// type in the catalogue. Creates of an unavailable type there fail with
+// resource_unavailable, and GET /server_types shows the flag, unlike
+// [Server.SetUnavailable], which the catalogue does not reveal.
+func (s *Server) SetServerTypeAvailable(serverType, location string, available bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, err := s.st.serverTypeLocation(serverType, location)
+	if err != nil {
+		return err
+	}
+	at.Available = available
+	at.Recommended = available
+	return nil
+}
+
+// DeprecateServerType marks a server type deprecated in location: it is
+// announced at announced, and creates fail with invalid_server_type from
+// unavailableAfter on.
+func (s *Server) DeprecateServerType(serverType, location string, announced, unavailableAfter time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, err := s.st.serverTypeLocation(serverType, location)
+	if err != nil {
+		return err
+	}
+	at.Deprecation = &schema.DeprecationInfo{Announced: announced, UnavailableAfter: unavailableAfter}
+	at.Recommended = false
+	return nil
+}
+
+func (st *state) serverTypeLocation(serverType, location string) (*schema.ServerTypeLocation, error) {
+	t := st.serverTypeByName(serverType)
+	if t == nil {
+		return nil, fmt.Errorf("server type %q does not exist", serverType)
+	}
+	at := serverTypeAt(t, location)
+	if at == nil {
+		return nil, fmt.Errorf("server type %q is not offered in location %q", serverType, location)
+	}
+	return at, nil
+}

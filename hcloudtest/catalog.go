@@ -2,6 +2,7 @@ package hcloudtest
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud/schema"
@@ -79,8 +80,8 @@ func locationPriceFactor(loc string) (factor float64, includedTB float64) {
 const terabyte = 1 << 40
 
 // decimal renders a price the way the API does: a decimal string with 16
-// fractional digits.
-func decimal(v float64) string { return fmt.Sprintf("%.16f", v) }
+// fractional digits, of which the first four are significant.
+func decimal(v float64) string { return fmt.Sprintf("%.4f000000000000", math.Round(v*1e4)/1e4) }
 
 func price(net float64) schema.Price {
 	return schema.Price{Net: decimal(net), Gross: decimal(net * (1 + VATRate/100))}

@@ -98,13 +98,21 @@ func handlePricing(s *Server, _ *request) (response, *apiError) {
 		LoadBalancerTypes: []schema.PricingLoadBalancerType{},
 		Volume:            schema.PricingVolume{PricePerGBPerMonth: price(0.044)},
 	}
+	// The API prices both IP versions as floating and as primary IPs.
+	// hcloud-go sizes its primary IP result by the floating IP count, so
+	// the two lists must be equally long, as they are in the real answer.
 	ipv4 := schema.PricingPrimaryIP{Type: "ipv4"}
 	ipv6 := schema.PricingPrimaryIP{Type: "ipv6"}
+	fipv4 := schema.PricingFloatingIPType{Type: "ipv4"}
+	fipv6 := schema.PricingFloatingIPType{Type: "ipv6"}
 	for _, l := range s.st.locations {
 		ipv4.Prices = append(ipv4.Prices, schema.PricingPrimaryIPTypePrice{Location: l.Name, PriceHourly: price(0.0008), PriceMonthly: price(0.5)})
 		ipv6.Prices = append(ipv6.Prices, schema.PricingPrimaryIPTypePrice{Location: l.Name, PriceHourly: price(0), PriceMonthly: price(0)})
+		fipv4.Prices = append(fipv4.Prices, schema.PricingFloatingIPTypePrice{Location: l.Name, PriceMonthly: price(3)})
+		fipv6.Prices = append(fipv6.Prices, schema.PricingFloatingIPTypePrice{Location: l.Name, PriceMonthly: price(1)})
 	}
 	p.PrimaryIPs = append(p.PrimaryIPs, ipv4, ipv6)
+	p.FloatingIPs = append(p.FloatingIPs, fipv4, fipv6)
 	for _, t := range s.st.serverTypes {
 		p.ServerTypes = append(p.ServerTypes, schema.PricingServerType{ID: t.ID, Name: t.Name, Prices: slices.Clone(t.Prices)})
 	}

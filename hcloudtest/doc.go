@@ -52,7 +52,10 @@
 // [Server.DropConnection] closes the connection without an answer;
 // [Server.FailAction] makes the next action of a command end in error;
 // [Server.SetUnavailable] makes creates of a server type and/or location
-// fail with resource_unavailable; [Server.SetLatency] delays requests.
+// fail with resource_unavailable while the catalogue still offers it (as
+// during Hetzner's shortages); [Server.SetLatency] delays requests.
+// [Server.SetServerTypeAvailable] and [Server.DeprecateServerType] change
+// the catalogue itself.
 //
 // # Rate limit
 //

@@ -2,6 +2,7 @@ package hcloudtest_test
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -62,3 +63,12 @@ func basicCreateOpts(name string, labels map[string]string) hcloud.ServerCreateO
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func readAll(t *testing.T, resp *hcloud.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,223 @@
+package hcloudtest_test
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+)
+
+func TestFailRequest(t *testing.T) {
+	tests := []struct {
+		name        string
+		nth         int
+		fault       hcloudtest.RequestFault
+		wantCode    hcloud.ErrorCode // empty: a non-JSON error
+		wantStatus  int
+		wantServers int
+		wantPosts   int
+	}{
+		{
+			name:  "second create fails with server_error",
+			nth:   2,
+			fault: hcloudtest.RequestFault{Code: "server_error", Message: "boom"},
+			// The first create of the test succeeds; the second fails.
+			wantCode: hcloud.ErrorCodeServerError, wantStatus: http.StatusInternalServerError,
+			wantServers: 1, wantPosts: 2,
+		},
+		{
+			name:     "custom status",
+			nth:      1,
+			fault:    hcloudtest.RequestFault{Code: "service_error", Status: http.StatusTeapot},
+			wantCode: hcloud.ErrorCodeServiceError, wantStatus: http.StatusTeapot,
+			wantServers: 0, wantPosts: 1,
+		},
+		{
+			name:       "plain 503",
+			nth:        1,
+			fault:      hcloudtest.RequestFault{Status: http.StatusServiceUnavailable},
+			wantStatus: http.StatusServiceUnavailable, wantServers: 0, wantPosts: 1,
+		},
+		{
+			// hcloud-go retries timeout, re-sending the same name: the
+			// lost first response turns into uniqueness_error.
+			name:     "lost response then retry",
+			nth:      1,
+			fault:    hcloudtest.RequestFault{Code: "timeout", AfterEffect: true},
+			wantCode: hcloud.ErrorCodeUniquenessError, wantStatus: http.StatusConflict,
+			wantServers: 1, wantPosts: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, client, _ := newFake(t)
+			s.FailRequest("POST /servers", tt.nth, tt.fault)
+			var err error
+			var resp *hcloud.Response
+			for i := range tt.nth {
+				_, resp, err = client.Server.Create(t.Context(), basicCreateOpts("n"+string(rune('a'+i)), nil))
+			}
+			if tt.wantCode != "" && !hcloud.IsError(err, tt.wantCode) {
+				t.Fatalf("Create error = %v; want code %s", err, tt.wantCode)
+			}
+			if tt.wantCode == "" && !errors.Is(err, hcloud.ErrStatusCode) {
+				t.Fatalf("Create error = %v; want hcloud.ErrStatusCode", err)
+			}
+			if resp.StatusCode != tt.wantStatus {
+				t.Errorf("HTTP status = %d; want %d", resp.StatusCode, tt.wantStatus)
+			}
+			if infos, _ := s.Servers(""); len(infos) != tt.wantServers {
+				t.Errorf("servers = %d; want %d", len(infos), tt.wantServers)
+			}
+			if got := s.Count("POST /servers"); got != tt.wantPosts {
+				t.Errorf("POST /servers = %d; want %d", got, tt.wantPosts)
+			}
+		})
+	}
+}
+
+func TestFailRequestIsRetriedWhenRetryable(t *testing.T) {
+	s, client, _ := newFake(t)
+	s.FailRequest("GET /servers", 1, hcloudtest.RequestFault{Status: http.StatusBadGateway})
+	s.FailRequest("GET /servers", 1, hcloudtest.RequestFault{Code: "conflict"})
+	if _, _, err := client.Server.List(t.Context(), hcloud.ServerListOpts{}); err != nil {
+		t.Fatalf("List: %v; want success after retries", err)
+	}
+	if got := s.Count("GET /servers"); got != 3 {
+		t.Errorf("GET /servers = %d; want 3 (two failures, one success)", got)
+	}
+}
+
+func TestDropConnection(t *testing.T) {
+	tests := []struct {
+		name        string
+		afterEffect bool
+		wantServers int
+	}{
+		{"before the create", false, 0},
+		{"after the create", true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, client, _ := newFake(t)
+			s.DropConnection("POST /servers", 1, tt.afterEffect)
+			_, _, err := client.Server.Create(t.Context(), basicCreateOpts("dropped", nil))
+			var herr hcloud.Error
+			if err == nil || errors.As(err, &herr) {
+				t.Fatalf("Create error = %v; want a connection error", err)
+			}
+			if infos, _ := s.Servers(""); len(infos) != tt.wantServers {
+				t.Errorf("servers = %d; want %d", len(infos), tt.wantServers)
+			}
+			reqs := s.Requests()
+			if len(reqs) != 1 || reqs[0].Status != 0 {
+				t.Errorf("request log = %+v; want one dropped request (status 0)", reqs)
+			}
+			// The next request is served normally.
+			if _, _, err := client.Server.List(t.Context(), hcloud.ServerListOpts{}); err != nil {
+				t.Errorf("List after the drop: %v", err)
+			}
+		})
+	}
+}
+
+func TestSetUnavailable(t *testing.T) {
+	tests := []struct {
+		name       string
+		serverType string
+		location   string
+		wantFail   map[[2]string]bool
+	}{
+		{"type anywhere", "cx23", "", map[[2]string]bool{{"cx23", "fsn1"}: true, {"cx23", "nbg1"}: true}},
+		{"location for any type", "", "fsn1", map[[2]string]bool{{"cx23", "fsn1"}: true, {"cx33", "fsn1"}: true}},
+		{"one pair", "cx23", "fsn1", map[[2]string]bool{{"cx23", "fsn1"}: true}},
+		{"everything", "", "", map[[2]string]bool{{"cx23", "fsn1"}: true, {"cx23", "nbg1"}: true, {"cx33", "fsn1"}: true, {"cx33", "nbg1"}: true}},
+	}
+	pairs := [][2]string{{"cx23", "fsn1"}, {"cx23", "nbg1"}, {"cx33", "fsn1"}, {"cx33", "nbg1"}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, client, _ := newFake(t)
+			s.SetUnavailable(tt.serverType, tt.location, true)
+			got := map[[2]string]bool{}
+			for i, p := range pairs {
+				opts := basicCreateOpts("u"+string(rune('a'+i)), nil)
+				opts.ServerType = &hcloud.ServerType{Name: p[0]}
+				opts.Location = &hcloud.Location{Name: p[1]}
+				_, resp, err := client.Server.Create(t.Context(), opts)
+				switch {
+				case hcloud.IsError(err, hcloud.ErrorCodeResourceUnavailable):
+					got[p] = true
+					if resp.StatusCode != http.StatusPreconditionFailed {
+						t.Errorf("%v: status %d; want 412", p, resp.StatusCode)
+					}
+				case err != nil:
+					t.Errorf("%v: unexpected error %v", p, err)
+				}
+			}
+			if diff := cmp.Diff(tt.wantFail, got); diff != "" {
+				t.Errorf("failed creates (-want +got):\n%s", diff)
+			}
+			s.SetUnavailable(tt.serverType, tt.location, false)
+			if _, _, err := client.Server.Create(t.Context(), basicCreateOpts("after", nil)); err != nil {
+				t.Errorf("create after lifting: %v", err)
+			}
+		})
+	}
+}
+
+func TestSetLatency(t *testing.T) {
+	s, client, _ := newFake(t)
+	const d = 100 * time.Millisecond
+	s.SetLatency(d)
+	start := time.Now()
+	const n = 5
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, _, err := client.Server.List(t.Context(), hcloud.ServerListOpts{})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	elapsed := time.Since(start)
+	if elapsed < d {
+		t.Errorf("%d requests took %v; want at least %v", n, elapsed, d)
+	}
+	// Latency is spent before the state lock, so requests overlap.
+	if elapsed >= n*d {
+		t.Errorf("%d concurrent requests took %v; want well under %v", n, elapsed, n*d)
+	}
+}
+
+func TestCloseWaitsForRequestsAndCutsLatencyShort(t *testing.T) {
+	s := hcloudtest.NewServer()
+	client := s.Client()
+	s.SetLatency(time.Minute)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := client.Server.List(t.Context(), hcloud.ServerListOpts{})
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // loopback: the request is sleeping by now
+	start := time.Now()
+	s.Close()
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("Close took %v; want the latency cut short", elapsed)
+	}
+	// Close let the outstanding request finish with a normal answer.
+	if err := <-done; err != nil {
+		t.Errorf("in-flight List error = %v; want it answered before Close returned", err)
+	}
+	if got := s.Count("GET /servers"); got != 1 {
+		t.Errorf("GET /servers = %d; want 1", got)
+	}
+}
