@@ -81,11 +81,11 @@ func ExampleServer_FailRequest() {
 	})
 	fmt.Println(hcloud.IsError(err, hcloud.ErrorCodeUniquenessError))
 	existing, _, _ := client.Server.GetByName(context.Background(), "pool-a-1")
-	fmt.Println(existing.Name, existing.Status)
+	fmt.Println("exists:", existing != nil)
 	fmt.Println("attempts:", fake.Count("POST /servers"))
 	// Output:
 	// true
-	// pool-a-1 initializing
+	// exists: true
 	// attempts: 2
 }
 

@@ -1,6 +1,7 @@
 package hcloudtest
 
 import (
+	"cmp"
 	"net/http"
 	"time"
 )
@@ -125,19 +126,25 @@ func (s *Server) FailRequest(template string, nth int, f RequestFault) {
 // DropConnection closes the connection of the nth next request matching
 // template without answering. With afterEffect the operation happens
 // first, so the client loses the response to a request that succeeded.
+//
+// The client sees an error for a POST, PUT or DELETE. Go's HTTP transport
+// silently resends a GET whose reused keep-alive connection closes before
+// any answer, so a dropped GET usually shows up as a second request rather
+// than as an error.
 func (s *Server) DropConnection(template string, nth int, afterEffect bool) {
 	s.FailRequest(template, nth, RequestFault{Drop: true, AfterEffect: afterEffect})
 }
 
 // FailAction makes the next action of command (such as "create_server",
 // "start_server", "attach_to_network", "poweron") end with status error and
-// the given code and message when it completes. The request that starts
-// the action still succeeds, so the resource exists. Each call fails one
-// action.
+// the given code and message when it completes; empty ones become
+// "action_failed" and "action failed". The request that starts the action
+// still succeeds, so the resource exists. Actions that were to follow it
+// (the start_server after a failed create_server) fail with the same
+// error. Each call fails one action.
 func (s *Server) FailAction(command, code, message string) {
-	if message == "" {
-		message = "action failed"
-	}
+	code = cmp.Or(code, "action_failed")
+	message = cmp.Or(message, "action failed")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.faults.actions = append(s.st.faults.actions, actionFault{command: command, code: code, message: message})

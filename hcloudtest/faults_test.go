@@ -126,6 +126,26 @@ func TestDropConnection(t *testing.T) {
 	}
 }
 
+func TestDroppedGetIsResentByTheTransport(t *testing.T) {
+	s, client, _ := newFake(t)
+	// Open a keep-alive connection first; the transport resends a GET only
+	// on a reused connection.
+	if _, _, err := client.Server.List(t.Context(), hcloud.ServerListOpts{}); err != nil {
+		t.Fatal(err)
+	}
+	s.DropConnection("GET /servers", 1, false)
+	if _, _, err := client.Server.List(t.Context(), hcloud.ServerListOpts{}); err != nil {
+		t.Fatalf("List after a dropped GET: %v; want the transport's resend to succeed", err)
+	}
+	var statuses []int
+	for _, r := range s.Requests() {
+		statuses = append(statuses, r.Status)
+	}
+	if diff := cmp.Diff([]int{200, 0, 200}, statuses); diff != "" {
+		t.Errorf("logged statuses (-want +got):\n%s", diff)
+	}
+}
+
 func TestSetUnavailable(t *testing.T) {
 	tests := []struct {
 		name       string

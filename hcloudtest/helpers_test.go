@@ -7,9 +7,16 @@ import (
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"go.uber.org/goleak"
 
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 )
+
+// TestMain fails the package if any goroutine outlives the tests: every
+// server must be closed and Close must leave nothing behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 // epoch is the manual clock's start in every test.
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -27,7 +27,8 @@ func (st *state) usedIPs(network int64) map[netip.Addr]bool {
 // allocatePrivateIP picks the subnet and address for a server joining a
 // network: the subnet with ipRange if given, else the first subnet in the
 // server's network zone; the address ip if given, else the first free host
-// after the gateway.
+// of the subnet. The network's first address is its gateway and is never
+// handed out.
 func (st *state) allocatePrivateIP(n *schema.Network, zone, ip, ipRange string) (schema.ServerPrivateNet, *apiError) {
 	var subnet *schema.NetworkSubnet
 	if ipRange != "" {
@@ -63,16 +64,18 @@ func (st *state) allocatePrivateIP(n *schema.Network, zone, ip, ipRange string) 
 	}
 	prefix = prefix.Masked()
 	used := st.usedIPs(n.ID)
-	gateway := prefix.Addr().Next()
+	if netRange, err := parsePrefix(n.IPRange); err == nil {
+		used[netRange.Addr().Next()] = true // the gateway
+	}
 	var addr netip.Addr
 	if ip != "" {
 		a, err := netip.ParseAddr(ip)
-		if err != nil || !prefix.Contains(a) || used[a] || a == gateway || a == prefix.Addr() {
+		if err != nil || !prefix.Contains(a) || used[a] || a == prefix.Addr() {
 			return schema.ServerPrivateNet{}, newError("ip_not_available", "IP %s is not available in subnet %s", ip, subnet.IPRange)
 		}
 		addr = a
 	} else {
-		for a := gateway.Next(); prefix.Contains(a); a = a.Next() {
+		for a := prefix.Addr().Next(); prefix.Contains(a); a = a.Next() {
 			if !used[a] {
 				addr = a
 				break

@@ -48,9 +48,9 @@ func TestAttachToNetwork(t *testing.T) {
 		wantIP  string
 		wantErr hcloud.ErrorCode
 	}{
-		{name: "subnet by ip_range", opts: hcloud.ServerAttachToNetworkOpts{IPRange: mustCIDR(t, "10.2.0.0/24")}, wantIP: "10.2.0.2"},
-		{name: "second server, next IP", opts: hcloud.ServerAttachToNetworkOpts{IPRange: mustCIDR(t, "10.2.0.0/24")}, wantIP: "10.2.0.3"},
-		{name: "first subnet of the zone", wantIP: "10.1.0.2"},
+		{name: "subnet by ip_range", opts: hcloud.ServerAttachToNetworkOpts{IPRange: mustCIDR(t, "10.2.0.0/24")}, wantIP: "10.2.0.1"},
+		{name: "second server, next IP", opts: hcloud.ServerAttachToNetworkOpts{IPRange: mustCIDR(t, "10.2.0.0/24")}, wantIP: "10.2.0.2"},
+		{name: "first subnet of the zone", wantIP: "10.1.0.1"},
 		{name: "explicit IP", opts: hcloud.ServerAttachToNetworkOpts{IP: net.ParseIP("10.1.0.77")}, wantIP: "10.1.0.77"},
 		{name: "IP taken", opts: hcloud.ServerAttachToNetworkOpts{IP: net.ParseIP("10.1.0.77")}, wantErr: hcloud.ErrorCodeIPNotAvailable},
 		{name: "subnet in another zone", opts: hcloud.ServerAttachToNetworkOpts{IPRange: mustCIDR(t, "10.3.0.0/24")}, wantErr: hcloud.ErrorCodeNoSubnetAvailable},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -240,7 +241,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	if rt != nil {
 		template = rt.template
 	}
-	body, _ := readBody(hr)
+	body, bodyErr := readBody(hr)
 
 	s.sleepLatency(hr)
 
@@ -285,6 +286,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 		return
 	}
 
+	if bodyErr != nil {
+		e := newError("json_error", "request body could not be read: %v", bodyErr)
+		record(e.status)
+		writeError(w, e)
+		return
+	}
+
 	fault := s.st.faults.takeRequestFault(template)
 	if fault != nil && !fault.AfterEffect {
 		if fault.Drop {
@@ -321,12 +329,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	writeJSON(w, resp.status, resp.body)
 }
 
+// maxBody bounds request bodies; the largest legitimate one, a create with
+// 32 KiB of user data, is far below it.
+const maxBody = 1 << 20
+
 func readBody(hr *http.Request) ([]byte, error) {
 	if hr.Body == nil {
 		return nil, nil
 	}
 	var buf bytes.Buffer
-	_, err := buf.ReadFrom(http.MaxBytesReader(nil, hr.Body, 1<<20))
+	_, err := buf.ReadFrom(io.LimitReader(hr.Body, maxBody+1))
+	if err == nil && buf.Len() > maxBody {
+		err = fmt.Errorf("larger than %d bytes", maxBody)
+	}
 	return buf.Bytes(), err
 }
 

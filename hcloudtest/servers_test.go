@@ -86,7 +86,7 @@ func TestCreateServerWithEveryOption(t *testing.T) {
 	want := map[string]any{
 		"type": "cax11", "arch": "arm", "location": "nbg1", "image": "ubuntu-24.04", "imageArch": "arm",
 		"labels": map[string]string{"hcloud/node-group": "pool1"}, "ipv4": true, "ipv6set": true,
-		"firewalls": 1, "privnet": 1, "privIP": "10.0.1.2", "pg": pgID,
+		"firewalls": 1, "privnet": 1, "privIP": "10.0.1.1", "pg": pgID,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("created server (-want +got):\n%s", diff)
