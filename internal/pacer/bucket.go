@@ -19,6 +19,9 @@ const (
 // Hetzner refills one request per second.
 const defaultRate = 1.0
 
+// maxReadySeconds caps how far ahead readyAt looks: a day.
+const maxReadySeconds = 24 * 60 * 60
+
 // rateLimit is what one response says about the bucket.
 type rateLimit struct {
 	limit     int
@@ -81,7 +84,11 @@ func (b *bucket) readyAt(floor float64, now time.Time) time.Time {
 	}
 	at := now
 	if need := floor + 1 - b.tokens; need > 0 {
-		at = now.Add(time.Duration(math.Ceil(need / b.rate * float64(time.Second))))
+		// A reset far in the future (a skewed clock) gives a tiny rate;
+		// the cap keeps the duration from overflowing. WithMaxWait bounds
+		// the wait long before.
+		secs := math.Min(need/b.rate, maxReadySeconds)
+		at = now.Add(time.Duration(math.Ceil(secs * float64(time.Second))))
 	}
 	if at.Before(b.notBefore) {
 		at = b.notBefore

@@ -134,6 +134,7 @@ func TestBucketReadyAt(t *testing.T) {
 		{name: "owed requests: several refills", tokens: -2, rate: 2, floor: 0, want: now.Add(1500 * time.Millisecond)},
 		{name: "Retry-After later than the refill", tokens: 0, rate: 1, floor: 0, notBefore: now.Add(5 * time.Second), want: now.Add(5 * time.Second)},
 		{name: "floor at the bucket size: never", tokens: 100, rate: 1, floor: 100},
+		{name: "tiny rate from a skewed reset: a day at most", tokens: 0, rate: 1e-12, floor: 10, want: now.Add(24 * time.Hour)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
