@@ -17,7 +17,8 @@ import (
 // joined); no placeholder remains. The roll-back runs to its end even
 // after ctx ended, bounded by its own timeout.
 func (p *Pool) AtomicIncreaseSize(ctx context.Context, n int) error {
-	claims, err := p.addClaims(ctx, n, true)
+	group := &atomicGroup{failed: make(chan struct{})}
+	claims, err := p.addClaims(ctx, n, group)
 	if err != nil {
 		return err
 	}
@@ -26,23 +27,23 @@ wait:
 	for _, c := range claims {
 		select {
 		case <-c.done:
+		case <-group.failed:
+			break wait
 		case <-ctx.Done():
 			waitErr = fmt.Errorf("pool %q: atomic scale-up of %d: %w", p.cfg.Name, n, ctx.Err())
 			break wait
 		}
 	}
-	var failures []error
-	if waitErr == nil {
-		for _, c := range claims {
-			if c.result != nil {
-				failures = append(failures, c.result)
-			}
+	allDone := true
+	for _, c := range claims {
+		select {
+		case <-c.done:
+		default:
+			allDone = false
 		}
-		if len(failures) == 0 {
-			return nil
-		}
-	} else {
-		failures = append(failures, waitErr)
+	}
+	if waitErr == nil && allDone && !closedChan(group.failed) {
+		return nil
 	}
 
 	// Stop what still runs; the flows delete their own servers.
@@ -60,6 +61,16 @@ wait:
 	p.mu.Unlock()
 	for _, c := range claims {
 		<-c.done
+	}
+	var failures []error
+	if waitErr != nil {
+		failures = append(failures, waitErr)
+	}
+	for _, c := range claims {
+		var ce *ClaimError
+		if errors.As(c.result, &ce) {
+			failures = append(failures, ce)
+		}
 	}
 
 	// Delete what succeeded before the failure.
@@ -104,4 +115,13 @@ wait:
 	p.log.Warn("atomic scale-up failed and was rolled back", zap.Int("delta", n), zap.Int("deleted", len(servers)))
 	return fmt.Errorf("pool %q: atomic scale-up of %d failed and was rolled back: %w",
 		p.cfg.Name, n, errors.Join(append(failures, deleteErrs...)...))
+}
+
+func closedChan(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

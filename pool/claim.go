@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
@@ -34,7 +35,7 @@ const (
 type claim struct {
 	name      string // the server name, chosen once: retries reuse it
 	requested time.Time
-	atomic    bool // AtomicIncreaseSize settles failures itself
+	group     *atomicGroup // set for the claims of one AtomicIncreaseSize
 	done      chan struct{}
 
 	// The fields below are guarded by Pool.mu.
@@ -71,11 +72,23 @@ func newServerName(pool string) string {
 // nothing: the autoscaler backs a group off at the first IncreaseSize
 // error, which is the fastest way to make it try another pool.
 func (p *Pool) IncreaseSize(ctx context.Context, n int) error {
-	_, err := p.addClaims(ctx, n, false)
+	_, err := p.addClaims(ctx, n, nil)
 	return err
 }
 
-func (p *Pool) addClaims(ctx context.Context, n int, atomic bool) ([]*claim, error) {
+// atomicGroup lets AtomicIncreaseSize stop waiting at the first failure.
+type atomicGroup struct {
+	failed chan struct{}
+	once   sync.Once
+}
+
+func (g *atomicGroup) fail() {
+	if g != nil {
+		g.once.Do(func() { close(g.failed) })
+	}
+}
+
+func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*claim, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("pool %q: size increase must be positive, got %d", p.cfg.Name, n)
 	}
@@ -100,7 +113,7 @@ func (p *Pool) addClaims(ctx context.Context, n int, atomic bool) ([]*claim, err
 	now := p.now()
 	claims := make([]*claim, 0, n)
 	for range n {
-		c := &claim{name: newServerName(p.cfg.Name), requested: now, atomic: atomic, done: make(chan struct{})}
+		c := &claim{name: newServerName(p.cfg.Name), requested: now, group: group, done: make(chan struct{})}
 		p.claims[c.name] = c
 		claims = append(claims, c)
 	}

@@ -65,6 +65,10 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	p.mu.Unlock()
 	res, err := p.createServer(reqCtx, opts, log)
 	release(p.createSem)
+	if err != nil && ambiguous(err) {
+		// The request may have created the server before it failed.
+		res, err = p.findAfterFailure(taskCtx, c.name, err, log)
+	}
 	if err != nil {
 		p.fail(taskCtx, c, nil, "create server", err)
 		return
@@ -177,6 +181,36 @@ func (p *Pool) adopt(ctx context.Context, name string, cause error) (created, er
 	}
 	p.log.Info("adopted server created by an earlier attempt whose response was lost",
 		zap.String("server", name), zap.Int64("server_id", s.ID))
+	return created{server: s, adopted: true}, nil
+}
+
+// ambiguous reports a failed create request whose effect is unknown: the
+// connection broke or the deadline passed while the request was out.
+func ambiguous(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	var apiErr hcloud.Error
+	return !errors.As(err, &apiErr) && isRequestFailure(err)
+}
+
+// findAfterFailure looks for the server of a create request that failed
+// ambiguously, so that a server the API made anyway is adopted (and then
+// deleted by the failing flow) instead of left unaccounted for. It keeps
+// the original error when the lookup finds nothing or fails.
+func (p *Pool) findAfterFailure(taskCtx context.Context, name string, cause error, log *zap.Logger) (created, error) {
+	ctx, cancel := context.WithTimeout(taskCtx, lookupTimeout)
+	defer cancel()
+	s, _, err := p.deps.Servers.GetByName(ctx, name)
+	if err != nil {
+		log.Warn("looking up the server of a failed create request failed; the next listing shows it if it exists",
+			zap.Error(err))
+		return created{}, cause
+	}
+	if s == nil || !p.owns(s.Labels) {
+		return created{}, cause
+	}
+	log.Info("the failed create request made the server; adopting it", zap.Int64("server_id", s.ID), zap.NamedError("cause", cause))
 	return created{server: s, adopted: true}, nil
 }
 
@@ -320,6 +354,7 @@ func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, wh
 		return
 	}
 	c.result = &ClaimError{Pool: p.cfg.Name, Name: c.name, Info: info, Err: err}
+	c.group.fail()
 	p.metrics.ServerCreates.WithLabelValues(p.cfg.Name, metrics.ResultError, info.Code).Inc()
 	log.Warn("server creation failed", zap.String("class", info.Class.String()),
 		zap.String("code", info.Code), zap.String("message", info.Message))

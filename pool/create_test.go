@@ -1,13 +1,14 @@
 package pool
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 
@@ -28,7 +29,7 @@ func TestIncreaseSizeReturnsBeforeAnyActionFinishes(t *testing.T) {
 	if got := p.TargetSize(); got != 50 {
 		t.Errorf("TargetSize() right after IncreaseSize(50) = %d; want 50", got)
 	}
-	if got, want := countStates(p.Instances()), map[string]int{"creating": 50}; !cmp.Equal(got, want) {
+	if got, want := countStates(p.Instances()), map[string]int{"creating": 50}; !gocmp.Equal(got, want) {
 		t.Errorf("Instances() by state right after IncreaseSize(50) = %v; want %v", got, want)
 	}
 	// The fake's clock has not moved, so no create action can have
@@ -58,7 +59,7 @@ func TestIncreaseSizeReturnsBeforeAnyActionFinishes(t *testing.T) {
 		t.Errorf("TargetSize() after the servers run = %d; want 50", got)
 	}
 	ins := p.Instances()
-	if got, want := countStates(ins), map[string]int{"running": 50}; !cmp.Equal(got, want) {
+	if got, want := countStates(ins), map[string]int{"running": 50}; !gocmp.Equal(got, want) {
 		t.Errorf("Instances() by state after the servers run = %v; want %v", got, want)
 	}
 	for _, in := range ins {
@@ -128,7 +129,7 @@ func TestCreateRequestCarriesEveryOption(t *testing.T) {
 					Firewalls:      []int64{deps.Firewalls[0].ID, deps.Firewalls[1].ID},
 					PlacementGroup: deps.PlacementGroup.ID,
 				}
-				if diff := cmp.Diff(want, s, cmpopts.IgnoreFields(hcloudtest.ServerInfo{}, "ID", "PublicIPv4", "PublicIPv6", "Created")); diff != "" {
+				if diff := gocmp.Diff(want, s, cmpopts.IgnoreFields(hcloudtest.ServerInfo{}, "ID", "PublicIPv4", "PublicIPv6", "Created")); diff != "" {
 					t.Errorf("server %s (-want +got):\n%s", s.Name, diff)
 				}
 				if s.PublicIPv4 == "" || s.PublicIPv6 != "" {
@@ -226,7 +227,7 @@ func TestCapacityErrorsMakePlaceholdersAndFailFast(t *testing.T) {
 	}
 	ins := p.Instances()
 	want := map[string]int{"running": 7, "creating/OutOfResources/resource_unavailable": 3}
-	if diff := cmp.Diff(want, countStates(ins)); diff != "" {
+	if diff := gocmp.Diff(want, countStates(ins)); diff != "" {
 		t.Errorf("Instances() by state (-want +got):\n%s", diff)
 	}
 	for _, in := range ins {
@@ -318,7 +319,7 @@ func TestFailureAfterCreateLeavesNoServer(t *testing.T) {
 			}
 			want := Instance{ID: ClaimID("workers", ins[0].Name), State: Creating, Name: ins[0].Name,
 				Error: &ErrorInfo{Class: Other, Code: "server_error", Message: ins[0].Error.Message}}
-			if diff := cmp.Diff(want, ins[0]); diff != "" {
+			if diff := gocmp.Diff(want, ins[0]); diff != "" {
 				t.Errorf("placeholder (-want +got):\n%s", diff)
 			}
 			if !strings.Contains(ins[0].Error.Message, "the host broke") {
@@ -335,19 +336,21 @@ func TestFailureAfterCreateLeavesNoServer(t *testing.T) {
 
 func TestRetriedCreateMakesOneServer(t *testing.T) {
 	tests := []struct {
-		name  string
-		fault hcloudtest.RequestFault
-		posts int
+		name     string
+		fault    hcloudtest.RequestFault
+		attempts int // create attempts; 0: 3
+		posts    int
 	}{
 		{name: "connection dropped after the server was created", fault: hcloudtest.RequestFault{Drop: true, AfterEffect: true}, posts: 2},
 		{name: "connection dropped before", fault: hcloudtest.RequestFault{Drop: true}, posts: 2},
 		{name: "503 without a body after the server was created", fault: hcloudtest.RequestFault{Status: 503, AfterEffect: true}, posts: 2},
 		{name: "server_error after the server was created", fault: hcloudtest.RequestFault{Code: "server_error", AfterEffect: true}, posts: 2},
+		{name: "no retry left: the server is found by name", fault: hcloudtest.RequestFault{Drop: true, AfterEffect: true}, attempts: 1, posts: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, envOptions{})
-			p := e.newPool(poolConfig("workers", 0, 10))
+			p := e.newPool(poolConfig("workers", 0, 10), WithRetry(cmp.Or(tt.attempts, 3), time.Millisecond))
 			e.fake.FailRequest("POST /servers", 1, tt.fault)
 			if err := p.IncreaseSize(t.Context(), 1); err != nil {
 				t.Fatalf("IncreaseSize(1) error: %v", err)
@@ -397,18 +400,19 @@ func TestUniquenessErrorOnForeignServerFails(t *testing.T) {
 
 func TestCreationTimeoutDeletesTheServer(t *testing.T) {
 	e := newEnv(t, envOptions{fake: []hcloudtest.Option{hcloudtest.WithActionDuration("create_server", time.Hour)}})
-	p := e.newPool(poolConfig("workers", 0, 10), WithCreationTimeout(100*time.Millisecond))
+	p := e.newPool(poolConfig("workers", 0, 10), WithCreationTimeout(300*time.Millisecond))
 	if err := p.IncreaseSize(t.Context(), 1); err != nil {
 		t.Fatal(err)
 	}
-	// The create action never finishes while the clock stands still; the
-	// wall-clock timeout ends the flow, whose delete then needs the clock.
-	e.eventually("the timeout", 0, func() bool {
-		return e.fake.Count("DELETE /servers/{id}") == 1
-	})
+	// The create action takes an hour of the fake's time, far more than
+	// settle advances; the wall-clock timeout ends the flow, and its
+	// delete finishes as settle advances.
 	e.settle(p)
 	if got := e.servers("workers"); len(got) != 0 {
 		t.Errorf("servers left: %+v; want none", got)
+	}
+	if posts, deletes := e.fake.Count("POST /servers"), e.fake.Count("DELETE /servers/{id}"); posts != deletes {
+		t.Errorf("POST /servers = %d, DELETE /servers/{id} = %d; want one delete per created server", posts, deletes)
 	}
 	ins := p.Instances()
 	if len(ins) != 1 || ins[0].Error == nil || ins[0].Error.Code != CodeTimeout || ins[0].Error.Class != Other {
@@ -430,7 +434,7 @@ func TestServerTypeUnavailableInCatalogue(t *testing.T) {
 		t.Errorf("POST /servers = %d; want none for a type the catalogue marks unavailable", got)
 	}
 	want := map[string]int{"creating/OutOfResources/" + CodeServerTypeUnavailable: 2}
-	if diff := cmp.Diff(want, countStates(p.Instances())); diff != "" {
+	if diff := gocmp.Diff(want, countStates(p.Instances())); diff != "" {
 		t.Errorf("Instances() by state (-want +got):\n%s", diff)
 	}
 	if err := p.IncreaseSize(t.Context(), 1); !errors.Is(err, ErrOfferingUnavailable) {

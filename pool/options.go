@@ -26,6 +26,9 @@ const (
 	// cleanupTimeout bounds the clean-up of one failed server, delete
 	// requests and the wait for their action together.
 	cleanupTimeout = 2 * time.Minute
+	// lookupTimeout bounds the look-up of a server after a create
+	// request with an unknown outcome.
+	lookupTimeout = 30 * time.Second
 	// deleteWaitTimeout bounds the background wait for delete actions.
 	deleteWaitTimeout = 5 * time.Minute
 )
