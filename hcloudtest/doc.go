@@ -29,11 +29,13 @@
 // field at once in details.fields. References that do not exist in a
 // create request (server type, image, location, SSH key, network,
 // firewall, placement group) are invalid_input, as the API answers for
-// images.
+// images. HTTP statuses follow the codes ([StatusForCode]): 400
+// invalid_input, 404 not_found, 409 uniqueness_error, 412
+// resource_unavailable, 423 locked, 429 rate_limit_exceeded, and so on.
 //
 // # Time and actions
 //
-// Every state change after a request is an action that completes when the
+// Every asynchronous state change is an action that completes when the
 // server's [Clock] reaches its due time: a create is initializing until
 // create_server finishes, then starting until start_server finishes, then
 // running (or off when start_after_create is false); a delete is deleting
@@ -62,7 +64,10 @@
 // A token bucket modelled on Hetzner's (3600 requests, one refilled per
 // second on the server's clock; see [WithRateLimit]) sets RateLimit-Limit,
 // RateLimit-Remaining and RateLimit-Reset on every response and answers
-// 429 rate_limit_exceeded when empty.
+// 429 rate_limit_exceeded when empty. It is on by default, so a test that
+// polls thousands of times without advancing its clock runs dry as a real
+// client would; [WithRateLimit](0, 0) turns it off, and
+// [Server.SetRateLimitRemaining] drains or fills the bucket.
 //
 // # Observability
 //

@@ -67,8 +67,6 @@ type apiError struct {
 	details any
 }
 
-func (e *apiError) Error() string { return fmt.Sprintf("%s (%s)", e.message, e.code) }
-
 func newError(code, format string, args ...any) *apiError {
 	return &apiError{status: StatusForCode(code), code: code, message: fmt.Sprintf(format, args...)}
 }

@@ -162,8 +162,6 @@ func (s *Server) leave() {
 // request is what a handler sees: the parsed call, the path parameters and
 // the state time, read once per request so that one answer is consistent.
 type request struct {
-	method string
-	path   string
 	query  url.Values
 	body   []byte
 	params map[string]string
@@ -226,8 +224,8 @@ func matchParts(pattern, parts []string) (map[string]string, bool) {
 }
 
 // ServeHTTP answers one API request. The order mirrors what a client of the
-// real API experiences: latency, the rate limit, then injected faults, then
-// the operation itself.
+// real API experiences: latency, the rate limit, authentication, routing,
+// then injected faults, then the operation itself.
 func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	if !s.enter() {
 		writeError(w, newError(ErrorCodeUnavailable, "server is shutting down"))
@@ -248,85 +246,85 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.clock.Now()
-	seq := s.st.nextRequestSeq()
-	entry := Request{
+	w.Header().Set("X-Correlation-Id", fmt.Sprintf("%016x", s.st.nextRequestSeq()))
+	out := s.serve(hr, w.Header(), rt, pathKnown, template, &request{
+		query:  hr.URL.Query(),
+		body:   body,
+		params: params,
+		now:    now,
+	}, bodyErr)
+	s.st.log = append(s.st.log, Request{
 		Method:   hr.Method,
 		Path:     path,
 		Template: template,
 		Query:    hr.URL.Query(),
+		Status:   out.status(),
 		Time:     now,
-	}
-	record := func(status int) {
-		entry.Status = status
-		s.st.log = append(s.st.log, entry)
-		s.st.counts[entry.Template]++
-	}
+	})
+	s.st.counts[template]++
+	out.write(w)
+}
 
-	h := w.Header()
-	h.Set("X-Correlation-Id", fmt.Sprintf("%016x", seq))
-	if !s.st.limiter.take(now, h) {
-		e := newError("rate_limit_exceeded", "limit of %d requests per hour reached", s.st.limiter.limit)
-		record(e.status)
-		writeError(w, e)
-		return
+// outcome is the answer to one request: a response, an API error, or an
+// injected fault.
+type outcome struct {
+	resp  response
+	err   *apiError
+	fault *RequestFault
+}
+
+func (o outcome) status() int {
+	switch {
+	case o.fault != nil && o.fault.Drop:
+		return 0
+	case o.fault != nil:
+		return o.fault.status()
+	case o.err != nil:
+		return o.err.status
+	}
+	return o.resp.status
+}
+
+func (o outcome) write(w http.ResponseWriter) {
+	switch {
+	case o.fault != nil && o.fault.Drop:
+		dropConnection(w)
+	case o.fault != nil:
+		writeFault(w, o.fault)
+	case o.err != nil:
+		writeError(w, o.err)
+	default:
+		writeJSON(w, o.resp.status, o.resp.body)
+	}
+}
+
+// serve decides the answer; it runs with s.mu held.
+func (s *Server) serve(hr *http.Request, h http.Header, rt *route, pathKnown bool, template string, req *request, bodyErr error) outcome {
+	if !s.st.limiter.take(req.now, h) {
+		return outcome{err: newError("rate_limit_exceeded", "limit of %d requests per hour reached", s.st.limiter.limit)}
 	}
 	if hr.Header.Get("Authorization") != "Bearer "+s.cfg.token {
-		e := newError("unauthorized", "unable to authenticate")
-		record(e.status)
-		writeError(w, e)
-		return
+		return outcome{err: newError("unauthorized", "unable to authenticate")}
 	}
-	if rt == nil {
-		e := notFound("route")
-		if pathKnown {
-			e = newError("method_not_allowed", "method %s not allowed", hr.Method)
-		}
-		record(e.status)
-		writeError(w, e)
-		return
+	switch {
+	case rt == nil && pathKnown:
+		return outcome{err: newError("method_not_allowed", "method %s not allowed", hr.Method)}
+	case rt == nil:
+		return outcome{err: notFound("route")}
+	case bodyErr != nil:
+		return outcome{err: newError("json_error", "request body could not be read: %v", bodyErr)}
 	}
-
-	if bodyErr != nil {
-		e := newError("json_error", "request body could not be read: %v", bodyErr)
-		record(e.status)
-		writeError(w, e)
-		return
-	}
-
 	fault := s.st.faults.takeRequestFault(template)
 	if fault != nil && !fault.AfterEffect {
-		if fault.Drop {
-			record(0)
-			dropConnection(w)
-			return
-		}
-		record(fault.status())
-		writeFault(w, fault)
-		return
+		return outcome{fault: fault}
 	}
-
-	s.st.advance(now)
-	req := &request{method: hr.Method, path: path, query: hr.URL.Query(), body: body, params: params, now: now}
-	resp, apiErr := rt.handle(s, req)
-
+	s.st.advance(req.now)
+	resp, err := rt.handle(s, req)
 	if fault != nil {
 		// The operation happened; the client never learns of it.
-		if fault.Drop {
-			record(0)
-			dropConnection(w)
-			return
-		}
-		record(fault.status())
-		writeFault(w, fault)
-		return
+		return outcome{fault: fault}
 	}
-	if apiErr != nil {
-		record(apiErr.status)
-		writeError(w, apiErr)
-		return
-	}
-	record(resp.status)
-	writeJSON(w, resp.status, resp.body)
+	return outcome{resp: resp, err: err}
 }
 
 // maxBody bounds request bodies; the largest legitimate one, a create with

@@ -70,14 +70,14 @@ func validServerName(name string) string {
 }
 
 func (st *state) renderServer(srv *serverRec) schema.Server {
-	st2 := *st.serverTypeByID(srv.typeID)
+	stype := *st.serverTypeByID(srv.typeID)
 	loc := *st.locationByID(srv.locationID)
 	out := schema.Server{
 		ID:            srv.id,
 		Name:          srv.name,
 		Status:        srv.status,
 		Created:       srv.created,
-		ServerType:    st2,
+		ServerType:    stype,
 		Location:      loc,
 		Labels:        maps.Clone(srv.labels),
 		Volumes:       []int64{},
@@ -89,14 +89,14 @@ func (st *state) renderServer(srv *serverRec) schema.Server {
 			FloatingIPs: []int64{},
 			Firewalls:   []schema.ServerFirewall{},
 		},
-		PrimaryDiskSize: st2.Disk,
+		PrimaryDiskSize: stype.Disk,
 	}
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
 	}
 	zero := uint64(0)
 	out.OutgoingTraffic, out.IngoingTraffic = &zero, &zero
-	for _, p := range st2.Prices {
+	for _, p := range stype.Prices {
 		if p.Location == loc.Name {
 			out.IncludedTraffic = p.IncludedTraffic
 		}
@@ -179,7 +179,7 @@ func (st *state) placementGroupSize(id int64) int {
 	return n
 }
 
-// createServer answers POST /servers. Checks run in the order the API
+// handleCreateServer answers POST /servers. Checks run in the order the API
 // reports problems: malformed input, unknown references, conflicts, then
 // capacity.
 func handleCreateServer(s *Server, r *request) (response, *apiError) {
