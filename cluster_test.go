@@ -49,7 +49,8 @@ type clusterConfig map[string]any
 
 func healthyClusterConfig() clusterConfig {
 	return clusterConfig{
-		"clusterName": "prod",
+		"clusterName":          "prod",
+		"defaultSubnetIPRange": "10.0.0.0/16",
 
 		"imagesForArch": map[string]string{"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04"},
 		"nodeConfigs": map[string]any{

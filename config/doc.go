@@ -139,9 +139,14 @@
 //     the pool's; here an architecture the pool leaves out falls through to
 //     the next level.
 //   - subnetIPRange: the pool's subnet of HCLOUD_NETWORK, overriding
-//     defaultSubnetIPRange. An IPv4 CIDR; inside defaultSubnetIPRange when
-//     both are set (prefix containment, not upstream's comparison of network
-//     address and mask length); an error without HCLOUD_NETWORK.
+//     defaultSubnetIPRange. An IPv4 CIDR written as the network address; an
+//     error without HCLOUD_NETWORK. Hetzner subnets of one network cannot
+//     overlap, so a pool range that differs from defaultSubnetIPRange but
+//     overlaps it (compared as prefixes) is a warning: at most one of them
+//     can be a subnet of the network. Upstream's README example does this,
+//     and upstream's loose check (network address and mask byte length only)
+//     let it pass. That each range is a subnet of the network, with the same
+//     prefix length, is checked against the API by hcloudscale.New.
 //   - firewalls: IDs or names, applied after HCLOUD_FIREWALL; the pool's list
 //     is the global one plus these, repeats removed, in order.
 //   - placementGroup: ID or name of an existing spread placement group. The

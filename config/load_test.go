@@ -76,8 +76,6 @@ func TestLoadErrors(t *testing.T) {
 		{name: "JSON errors keep their paths", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"taints": [{"key": "k", "effect": "NoSchedul"}]}}}`)}, want: []problem{{"nodeConfigs.pool1.taints[0].effect", `"NoSchedul" is not one of`}}},
 		{name: "pool subnet without network", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"subnetIPRange": "10.0.1.0/24"}}}`)}, want: []problem{{"nodeConfigs.pool1.subnetIPRange", "HCLOUD_NETWORK is not"}}},
 		{name: "default subnet without network", env: map[string]string{EnvClusterConfig: b64(`{"defaultSubnetIPRange": "10.0.0.0/16", "nodeConfigs": {"pool1": {}}}`)}, want: []problem{{"defaultSubnetIPRange", "HCLOUD_NETWORK is not"}}},
-		{name: "pool subnet outside the default range", env: map[string]string{EnvNetwork: "net", EnvClusterConfig: b64(`{"defaultSubnetIPRange": "10.0.0.0/16", "nodeConfigs": {"pool1": {"subnetIPRange": "10.1.0.0/24"}}}`)}, want: []problem{{"nodeConfigs.pool1.subnetIPRange", "10.1.0.0/24 is not inside defaultSubnetIPRange 10.0.0.0/16"}}},
-		{name: "pool subnet larger than the default range", env: map[string]string{EnvNetwork: "net", EnvClusterConfig: b64(`{"defaultSubnetIPRange": "10.0.0.0/16", "nodeConfigs": {"pool1": {"subnetIPRange": "10.0.0.0/8"}}}`)}, want: []problem{{"nodeConfigs.pool1.subnetIPRange", "not inside"}}},
 		{
 			name:  "placement group over 10 servers",
 			env:   map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"a": {"placementGroup": "pg"}, "b": {"placementGroup": "pg"}, "c": {"placementGroup": "other"}}}`)},
@@ -228,11 +226,17 @@ func TestLoad(t *testing.T) {
 		{name: "unused nodeConfigs entry is a warning", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {}, "pool11": {}}}`)}, check: func(t *testing.T, c *Config) {
 			wantSourceAndWarnings(t, c, SourceClusterConfig, `nodeConfigs.pool11: no --nodes pool has this name, entry ignored (did you mean "pool1"?)`)
 		}},
-		{name: "subnets: pools inherit the default range or use their own inside it", env: map[string]string{EnvNetwork: "k8s", EnvClusterConfig: b64(`{"defaultSubnetIPRange": "10.0.0.0/16", "nodeConfigs": {"pool1": {}, "pool2": {"subnetIPRange": "10.0.2.0/24"}}}`)}, specs: []string{"1:3:cx22:fsn1:pool1", "0:1:cx22:fsn1:pool2"}, check: func(t *testing.T, c *Config) {
+		{name: "subnets: pools inherit the default range or use a separate subnet", env: map[string]string{EnvNetwork: "k8s", EnvClusterConfig: b64(`{"defaultSubnetIPRange": "10.0.0.0/16", "nodeConfigs": {"pool1": {}, "pool2": {"subnetIPRange": "10.1.2.0/24"}}}`)}, specs: []string{"1:3:cx22:fsn1:pool1", "0:1:cx22:fsn1:pool2"}, check: func(t *testing.T, c *Config) {
 			got := []string{c.Pools[0].SubnetIPRange.String(), c.Pools[1].SubnetIPRange.String()}
-			if diff := cmp.Diff([]string{"10.0.0.0/16", "10.0.2.0/24"}, got); diff != "" {
+			if diff := cmp.Diff([]string{"10.0.0.0/16", "10.1.2.0/24"}, got); diff != "" {
 				t.Errorf("subnets (-want +got):\n%s", diff)
 			}
+		}},
+		{name: "pool subnet inside the default range is a warning", env: map[string]string{EnvNetwork: "k8s", EnvClusterConfig: b64(`{"defaultSubnetIPRange": "10.0.0.0/16", "nodeConfigs": {"pool1": {"subnetIPRange": "10.0.1.0/24"}}}`)}, check: func(t *testing.T, c *Config) {
+			wantSourceAndWarnings(t, c, SourceClusterConfig, "nodeConfigs.pool1.subnetIPRange: 10.0.1.0/24 overlaps defaultSubnetIPRange 10.0.0.0/16: subnets of one network cannot overlap, so at most one of them can be a subnet of HCLOUD_NETWORK (hcloudscale.New checks which)")
+		}},
+		{name: "pool subnet around the default range is a warning", env: map[string]string{EnvNetwork: "k8s", EnvClusterConfig: b64(`{"defaultSubnetIPRange": "10.0.0.0/16", "nodeConfigs": {"pool1": {"subnetIPRange": "10.0.0.0/8"}}}`)}, check: func(t *testing.T, c *Config) {
+			wantSourceAndWarnings(t, c, SourceClusterConfig, "nodeConfigs.pool1.subnetIPRange: 10.0.0.0/8 overlaps defaultSubnetIPRange 10.0.0.0/16: subnets of one network cannot overlap, so at most one of them can be a subnet of HCLOUD_NETWORK (hcloudscale.New checks which)")
 		}},
 		{name: "subnet equal to the default range", env: map[string]string{EnvNetwork: "k8s", EnvClusterConfig: b64(`{"defaultSubnetIPRange": "10.0.0.0/16", "nodeConfigs": {"pool1": {"subnetIPRange": "10.0.0.0/16"}}}`)}, check: func(t *testing.T, c *Config) {
 			if got := c.Pools[0].SubnetIPRange.String(); got != "10.0.0.0/16" {

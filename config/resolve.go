@@ -65,9 +65,10 @@ func (p *problems) pools(cfg *Config, cc *ClusterConfig, legacyCloudInit Secret,
 				switch {
 				case cfg.Network == "":
 					p.addf(path+".subnetIPRange", "set, but %s is not: the range would be ignored", EnvNetwork)
-				case def.IsValid() && !(sub.Bits() >= def.Bits() && def.Contains(sub.Addr())):
-					p.addf(path+".subnetIPRange", "%s is not inside defaultSubnetIPRange %s", sub, def)
 				default:
+					if def.IsValid() && sub != def && sub.Overlaps(def) {
+						p.warnf(path+".subnetIPRange", "%s overlaps defaultSubnetIPRange %s: subnets of one network cannot overlap, so at most one of them can be a subnet of %s (hcloudscale.New checks which)", sub, def, EnvNetwork)
+					}
 					pool.SubnetIPRange = sub
 				}
 			}

@@ -114,14 +114,12 @@ func (p *problems) validatePool(path string, c *Config, pool *Pool) {
 		p.addf(childPath(path+".serverLabels", LabelCluster), "%q, want the cluster name %q", got, c.ClusterName)
 	}
 	if pool.SubnetIPRange.IsValid() {
-		sub, def := pool.SubnetIPRange, c.DefaultSubnetIPRange
+		sub := pool.SubnetIPRange
 		switch {
 		case checkSubnet(sub) != nil:
 			p.add(path+".subnetIPRange", checkSubnet(sub))
 		case pool.Network == "":
 			p.addf(path+".subnetIPRange", "set without a network")
-		case def.IsValid() && !(sub.Bits() >= def.Bits() && def.Contains(sub.Addr())):
-			p.addf(path+".subnetIPRange", "%s is not inside defaultSubnetIPRange %s", sub, def)
 		}
 	}
 	if pool.Network != "" {

@@ -61,7 +61,6 @@ func TestValidate(t *testing.T) {
 			c.Pools[0].Network = ""
 			c.Pools[0].SubnetIPRange = netip.MustParsePrefix("10.0.1.0/24")
 		}, []problem{{"pools[0].subnetIPRange", "without a network"}}},
-		{"subnet outside default", func(c *Config) { c.Pools[0].SubnetIPRange = netip.MustParsePrefix("192.168.0.0/24") }, []problem{{"pools[0].subnetIPRange", "not inside"}}},
 		{"unreachable pool", func(c *Config) { c.Pools[0].Network = ""; c.Pools[0].PublicIPv4 = false }, []problem{{"pools[0]", "unreachable"}}},
 		{"maxPods out of range", func(c *Config) { c.Pools[0].MaxPods = 5000 }, []problem{{"pools[0].maxPods", "out of range"}}},
 		{"reserved negative", func(c *Config) { c.Pools[0].Reserved.Memory = neg }, []problem{{"pools[0].reserved.memory", "negative"}}},
