@@ -1,0 +1,5 @@
+//go:build !race
+
+package servercache
+
+const raceEnabled = false
