@@ -185,7 +185,9 @@
 // new Pool over the same project sees the same target and instances,
 // because every server carries the pool's labels and the cache lists them.
 // Claims lost with the process are either servers by then (adopted) or
-// never sent.
+// never sent. Placeholders of failed claims are memory only: they stand
+// for servers that do not exist, so a restart drops them, and the
+// autoscaler sees the target shrink by them as if it had deleted them.
 //
 // # Waiter
 //

@@ -1,0 +1,188 @@
+package pool
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+func TestServerStateMapsEveryStatus(t *testing.T) {
+	const timeout = 5 * time.Minute
+	now := epoch
+	young, old := now.Add(-time.Minute), now.Add(-timeout-time.Second)
+	notStarted := &ErrorInfo{Class: Other, Code: CodeNotStarted}
+	unknown := &ErrorInfo{Class: Other, Code: CodeUnknownStatus}
+	tests := []struct {
+		status         hcloud.ServerStatus
+		created        time.Time
+		stoppedCreates bool
+		wantState      State
+		wantErr        *ErrorInfo
+	}{
+		{status: hcloud.ServerStatusInitializing, created: young, wantState: Creating},
+		{status: hcloud.ServerStatusInitializing, created: old, wantState: Creating, wantErr: notStarted},
+		{status: hcloud.ServerStatusStarting, created: young, wantState: Creating},
+		{status: hcloud.ServerStatusStarting, created: old, wantState: Creating, wantErr: notStarted},
+		{status: hcloud.ServerStatusRunning, created: old, wantState: Running},
+		{status: hcloud.ServerStatusOff, created: young, wantState: Running},
+		{status: hcloud.ServerStatusOff, created: old, wantState: Running},
+		{status: hcloud.ServerStatusOff, created: young, stoppedCreates: true, wantState: Creating},
+		{status: hcloud.ServerStatusOff, created: old, stoppedCreates: true, wantState: Creating, wantErr: notStarted},
+		{status: hcloud.ServerStatusStopping, created: old, wantState: Running},
+		{status: hcloud.ServerStatusMigrating, created: old, wantState: Running},
+		{status: hcloud.ServerStatusRebuilding, created: old, wantState: Running},
+		{status: hcloud.ServerStatusDeleting, created: old, wantState: Deleting},
+		{status: hcloud.ServerStatusUnknown, created: old, wantState: Running, wantErr: unknown},
+		{status: "hibernating", created: old, wantState: Running, wantErr: unknown},
+	}
+	ignoreMessage := cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Message" }, cmp.Ignore())
+	for _, tt := range tests {
+		name := string(tt.status)
+		if tt.created.Equal(old) {
+			name += "/old"
+		}
+		if tt.stoppedCreates {
+			name += "/stopped-creates"
+		}
+		t.Run(name, func(t *testing.T) {
+			s := &servercache.Server{ID: 1, Name: "w-1", Status: tt.status, Created: tt.created}
+			state, info := serverState(s, now, timeout, tt.stoppedCreates)
+			if state != tt.wantState {
+				t.Errorf("state = %s; want %s", state, tt.wantState)
+			}
+			if diff := cmp.Diff(tt.wantErr, info, ignoreMessage); diff != "" {
+				t.Errorf("error info (-want +got):\n%s", diff)
+			}
+			if info != nil && info.Message == "" {
+				t.Error("error info without a message")
+			}
+		})
+	}
+}
+
+func TestInstancesFromListedServers(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	labels := map[string]string{config.LabelNodeGroup: "workers", config.LabelCluster: testCluster}
+	add := func(name string, status hcloud.ServerStatus, created time.Time) int64 {
+		id, err := e.fake.AddServer(hcloudtest.ServerInfo{Name: name, Status: status, Created: created, Labels: labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	running := add("w-running", hcloud.ServerStatusRunning, epoch.Add(-time.Hour))
+	fresh := add("w-fresh", hcloud.ServerStatusInitializing, epoch.Add(-time.Minute))
+	stuck := add("w-stuck", hcloud.ServerStatusInitializing, epoch.Add(-time.Hour))
+	off := add("w-off", hcloud.ServerStatusOff, epoch.Add(-time.Hour))
+	gone := add("w-deleting", hcloud.ServerStatusDeleting, epoch.Add(-time.Hour))
+	if _, err := e.fake.AddServer(hcloudtest.ServerInfo{Name: "other-cluster", Labels: map[string]string{
+		config.LabelNodeGroup: "workers", config.LabelCluster: "elsewhere"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	p := e.newPool(poolConfig("workers", 0, 10))
+	if _, err := e.cache.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got := p.Instances()
+	pid := func(id int64) string { return "hcloud://" + itoa(id) }
+	want := []Instance{
+		{ID: pid(running), State: Running, ServerID: running, Name: "w-running", Status: hcloud.ServerStatusRunning},
+		{ID: pid(fresh), State: Creating, ServerID: fresh, Name: "w-fresh", Status: hcloud.ServerStatusInitializing},
+		{ID: pid(stuck), State: Creating, ServerID: stuck, Name: "w-stuck", Status: hcloud.ServerStatusInitializing,
+			Error: &ErrorInfo{Class: Other, Code: CodeNotStarted}},
+		{ID: pid(off), State: Running, ServerID: off, Name: "w-off", Status: hcloud.ServerStatusOff},
+		{ID: pid(gone), State: Deleting, ServerID: gone, Name: "w-deleting", Status: hcloud.ServerStatusDeleting},
+	}
+	ignoreMessage := cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Message" }, cmp.Ignore())
+	if diff := cmp.Diff(want, got, ignoreMessage); diff != "" {
+		t.Errorf("Instances() (-want +got):\n%s", diff)
+	}
+	if got := p.TargetSize(); got != 4 {
+		t.Errorf("TargetSize() = %d; want 4 (the deleting server does not count)", got)
+	}
+	// The autoscaler deletes the stuck server like a failed creation.
+	if err := p.DeleteInstances(t.Context(), []string{pid(stuck)}); err != nil {
+		t.Fatalf("DeleteInstances(stuck) error: %v", err)
+	}
+	e.settle(p)
+	if _, ok := e.fake.ServerByID(stuck); ok {
+		t.Error("the stuck server still exists")
+	}
+}
+
+func TestRestartedPoolSeesTheSameState(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	cfg := poolConfig("workers", 0, 10)
+	a := e.newPool(cfg)
+	if err := a.IncreaseSize(t.Context(), 3); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(a)
+	// One more server mid-create when the process stops.
+	if err := a.IncreaseSize(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the fourth server to exist", 0, func() bool {
+		n := 0
+		for _, in := range a.Instances() {
+			if in.ServerID != 0 && in.State == Creating {
+				n++
+			}
+		}
+		return n == 1
+	})
+	wantTarget := a.TargetSize()
+	wantInstances := a.Instances()
+	stopped, cancel := context.WithCancel(t.Context())
+	cancel()
+	_ = a.Close(stopped) // gives up at once: the create flow is cancelled
+
+	// A new process: new cache, new pool, same project.
+	cache := e.newCache()
+	deps := e.deps(cfg)
+	deps.Cache = cache
+	b := e.newPoolWith(cfg, deps)
+	if _, err := cache.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.TargetSize(); got != wantTarget || got != 4 {
+		t.Errorf("restarted TargetSize() = %d; want %d (4)", got, wantTarget)
+	}
+	if diff := cmp.Diff(wantInstances, b.Instances()); diff != "" {
+		t.Errorf("restarted Instances() (-before +after):\n%s", diff)
+	}
+	if got := len(e.servers("workers")); got != 4 {
+		t.Errorf("servers = %d; want 4: the cancelled flow leaves its server", got)
+	}
+}
+
+func TestStatusSummarises(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	p := scaled(t, e, "workers", 1, 10, 2)
+	e.fake.FailRequest("POST /servers", 1, hcloudtest.RequestFault{Code: "placement_error", Message: "no room"})
+	if err := p.IncreaseSize(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(p)
+	st := p.Status()
+	want := Status{Name: "workers", MinSize: 1, MaxSize: 10, Target: 3, Running: 2, Creating: 1, Failed: 1}
+	if diff := cmp.Diff(want, st, cmp.FilterPath(func(p cmp.Path) bool {
+		return p.String() == "Errors" || p.String() == "Unavailable"
+	}, cmp.Ignore())); diff != "" {
+		t.Errorf("Status() (-want +got):\n%s", diff)
+	}
+	if len(st.Errors) != 1 || st.Errors[0].Error.Code != "placement_error" {
+		t.Errorf("Status().Errors = %+v; want the placement_error placeholder", st.Errors)
+	}
+	if len(st.Unavailable) != 1 || st.Unavailable[0].Code != "placement_error" {
+		t.Errorf("Status().Unavailable = %+v; want cx23 in fsn1 after placement_error", st.Unavailable)
+	}
+}
