@@ -39,7 +39,8 @@ type Cluster struct {
 	byName   map[string]*pool.Pool
 	warnings []string
 
-	presence *presenceCache
+	presence   *presenceCache
+	unregister func() // stops the rate-limit metrics reporting this Cluster
 
 	closeOnce sync.Once
 	closeErr  error
@@ -81,6 +82,9 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		warnings: slices.Clone(cfg.Warnings),
 	}
 	c.client, c.pacer = newClient(cfg, &o)
+	if c.unregister, err = registerRateLimit(o.registerer, c.pacer); err != nil {
+		return nil, err
+	}
 
 	c.servers = servercache.New(&c.client.Server,
 		servercache.WithClusterName(cfg.ClusterName),
@@ -100,6 +104,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 
 	refs, err := c.check(ctx)
 	if err != nil {
+		c.unregister()
 		return nil, err
 	}
 
@@ -141,6 +146,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		if err != nil {
 			c.closePools(context.Background())
 			c.waiter.Close()
+			c.unregister()
 			return nil, err
 		}
 		c.pools = append(c.pools, p)
@@ -372,6 +378,7 @@ func (c *Cluster) Close(ctx context.Context) error {
 		if c.waiter != nil {
 			c.waiter.Close()
 		}
+		c.unregister()
 	})
 	return c.closeErr
 }
