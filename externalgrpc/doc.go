@@ -16,8 +16,73 @@
 // link the autoscaler's generated protos package as well, or protobuf-go
 // panics at start-up.
 //
-// # Status
+// # Server
 //
-// So far the package holds only the wire contract; the server over a
-// Cluster is not written yet.
+// [NewServer] answers every RPC of the service over an
+// [hcloudscale.Cluster]; register it with
+// [protos.RegisterCloudProviderServer] on a grpc.Server, add
+// [Server.UnaryInterceptor] for logs and metrics, and use
+// [ServerTLSConfig] for the mutual TLS the autoscaler's client speaks.
+// The hcloudscale serve command does all of that.
+//
+// Every answer comes from memory, or from work bounded by the call timeout
+// ([WithCallTimeout], 4 s: the autoscaler gives each call 5 s):
+//
+//   - NodeGroupIncreaseSize records claims and returns; the servers are
+//     created in the background, and a failed create shows in
+//     NodeGroupNodes as an instance in state creating with error info:
+//     class 1 (OutOfResources) for capacity errors, 99 otherwise. The
+//     autoscaler then backs the group off, tries another one and deletes
+//     the instance.
+//   - NodeGroupDeleteNodes returns once the API accepted the delete
+//     requests; the delete actions are awaited in the background.
+//   - NodeGroups, NodeGroupForNode, NodeGroupTargetSize, NodeGroupNodes
+//     and NodeGroupDecreaseTargetSize make no API call. Refresh lists the
+//     servers only when the listing's TTL has passed, and answers with the
+//     previous listing when a new one takes longer than the call timeout.
+//   - NodeGroupTemplateNodeInfo puts the same (*v1.Node).Marshal() bytes
+//     into nodeBytes and into the legacy nodeInfo field, so that Cluster
+//     Autoscaler 1.34.1 and older decode it too.
+//   - Cleanup does nothing: the server outlives the autoscaler's restarts,
+//     and its owner closes the Cluster.
+//
+// # Status codes
+//
+// NotFound: an unknown node group id. InvalidArgument: a size increase
+// that is not positive or passes the max size, a decrease that is not
+// negative, nodes that are not instances of the group, missing or
+// malformed request fields. FailedPrecondition: a delete that would take
+// the group below its min size. ResourceExhausted: a scale-up of a group
+// whose server type is remembered as sold out in its location
+// ([pool.ErrOfferingUnavailable]); it fails at once so that the
+// autoscaler moves on to another group. Unavailable: a failed server
+// listing in Refresh, or a server that is shutting down. Internal:
+// anything else. Unimplemented is answered only by NodeGroupGetOptions,
+// see below. Messages name the group and the value at fault and never
+// contain the token or user data.
+//
+// # Autoscaling options and MaxNodeStartupTime
+//
+// NodeGroupGetOptions answers only for pools whose cluster-config entry
+// sets autoscaling; for the others it is Unimplemented and the autoscaler
+// uses its flags. The answer is the autoscaler's defaults with the pool's
+// settings laid over them, all three durations in the current and in the
+// legacy encoding. The protocol has no field for maxNodeStartupTime and
+// allowNonAtomicScaleUpToMax, and Cluster Autoscaler 1.35 and later use a
+// MaxNodeStartupTime of 0 for every group whose options are answered
+// (kubernetes/autoscaler#10245): a node that registered but is not Ready
+// yet counts as unready at once, which can push the autoscaler over
+// --ok-total-unready-count and make it skip loops while nodes boot. Set
+// autoscaling options for a pool only when they are worth that; NewServer
+// logs a warning for each such pool.
+//
+// # Pricing
+//
+// PricingNodePrice is the hourly net price of the pool's server type in
+// its location times the hours ([pool.Pool.Price]); template nodes are
+// found by their hcloud/node-group label. PricingPodPrice prices a pod's
+// CPU and memory requests at one cluster-wide rate (see [PodPrice] and
+// [Server.PricingPodPrice]), so that the price expander compares groups
+// on the node price alone. Both accept the current and the legacy request
+// fields.
 package externalgrpc

@@ -1,0 +1,203 @@
+package externalgrpc
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
+	"github.com/hcloudscale/hcloudscale/pool"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+// PricingNodePrice returns what a node of a pool costs over the interval:
+// the hourly net price of the pool's server type in its location times
+// the hours ([pool.Pool.Price]). The autoscaler mostly asks for template
+// nodes, so the pool is found by the node's provider ID or name, else by
+// its hcloud/node-group label, which every template carries. A node of no
+// pool is NotFound; the price expander then skips the option.
+func (s *Server) PricingNodePrice(_ context.Context, req *protos.PricingNodePriceRequest) (*protos.PricingNodePriceResponse, error) {
+	n := req.GetNode()
+	if n == nil {
+		return nil, status.Error(codes.InvalidArgument, "node is missing")
+	}
+	start, end, err := interval(req.GetStartTimestamp(), req.GetEndTimestamp(), req.GetStartTime(), req.GetEndTime())
+	if err != nil {
+		return nil, err
+	}
+	p := s.cluster.PoolForNode(n.GetProviderID(), n.GetName())
+	if p == nil {
+		p = s.cluster.Pool(n.GetLabels()[config.LabelNodeGroup])
+	}
+	if p == nil {
+		return nil, status.Errorf(codes.NotFound, "node %q (provider ID %q) belongs to no node group", n.GetName(), n.GetProviderID())
+	}
+	price, err := p.Price(start, end)
+	if err != nil {
+		return nil, toStatus(err, codes.Internal, "node price")
+	}
+	return &protos.PricingNodePriceResponse{Price: price}, nil
+}
+
+// PricingPodPrice returns what a pod's requests cost over the interval.
+// The autoscaler's price expander divides node prices by pod prices to
+// rank options, so the pod price must not depend on the option: it is
+// priced at one reference rate for the whole cluster.
+//
+// The rate comes from the pools: half of a pool's hourly price pays for
+// its CPU cores and half for its memory, and the cheapest pool per core
+// and the cheapest per GiB set the rates ([PodPrice]). A pod that asks for
+// a whole server of the cheapest pool thus costs what that server costs.
+// The pod arrives in pod_bytes (Cluster Autoscaler 1.34.2 and later) or
+// in the legacy pod field (older ones), as (*v1.Pod).Marshal() bytes.
+func (s *Server) PricingPodPrice(ctx context.Context, req *protos.PricingPodPriceRequest) (*protos.PricingPodPriceResponse, error) {
+	start, end, err := interval(req.GetStartTimestamp(), req.GetEndTimestamp(), req.GetStartTime(), req.GetEndTime())
+	if err != nil {
+		return nil, err
+	}
+	b := req.GetPodBytes()
+	if len(b) == 0 {
+		b = req.GetPod()
+	}
+	if len(b) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "pod is missing: neither pod_bytes nor pod is set")
+	}
+	var pod corev1.Pod
+	if err := pod.Unmarshal(b); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "pod: decoding: %v", err)
+	}
+	bctx, cancel := s.bound(ctx)
+	defer cancel()
+	types, err := s.cluster.ServerTypes(bctx)
+	if err != nil {
+		return nil, toStatus(err, codes.Internal, "pod price: server types")
+	}
+	rate, err := rateFor(s.cluster.Pools(), types)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "pod price: %v", err)
+	}
+	return &protos.PricingPodPriceResponse{Price: PodPrice(&pod, rate, end.Sub(start))}, nil
+}
+
+// interval reads the start and end of a pricing request, preferring the
+// google.protobuf.Timestamp fields and falling back to the legacy
+// meta.v1.Time ones, which have the same encoding.
+func interval(start, end, legacyStart, legacyEnd *timestamppb.Timestamp) (time.Time, time.Time, error) {
+	if start == nil {
+		start = legacyStart
+	}
+	if end == nil {
+		end = legacyEnd
+	}
+	if start == nil || end == nil {
+		return time.Time{}, time.Time{}, status.Error(codes.InvalidArgument, "start and end time are required")
+	}
+	if err := start.CheckValid(); err != nil {
+		return time.Time{}, time.Time{}, status.Errorf(codes.InvalidArgument, "start time: %v", err)
+	}
+	if err := end.CheckValid(); err != nil {
+		return time.Time{}, time.Time{}, status.Errorf(codes.InvalidArgument, "end time: %v", err)
+	}
+	s, e := start.AsTime(), end.AsTime()
+	if e.Before(s) {
+		return time.Time{}, time.Time{}, status.Errorf(codes.InvalidArgument, "end time %s is before start time %s", e.Format(time.RFC3339), s.Format(time.RFC3339))
+	}
+	return s, e, nil
+}
+
+// Rate is the hourly price of one CPU core and of one GiB of memory.
+type Rate struct {
+	PerCore float64
+	PerGiB  float64
+}
+
+// rateFor takes, per resource, the cheapest rate of the pools whose
+// server type has a price in the pool's location.
+func rateFor(pools []*pool.Pool, types []*servercache.ServerType) (Rate, error) {
+	byName := make(map[string]*servercache.ServerType, len(types))
+	for _, t := range types {
+		byName[t.Name] = t
+	}
+	r := Rate{PerCore: math.Inf(1), PerGiB: math.Inf(1)}
+	for _, p := range pools {
+		cfg := p.Config()
+		t := byName[cfg.ServerType]
+		if t == nil || t.Cores <= 0 || t.MemoryGB <= 0 {
+			continue
+		}
+		loc, ok := t.Locations[cfg.Location]
+		if !ok || !loc.HasPrice {
+			continue
+		}
+		r.PerCore = min(r.PerCore, loc.PriceHourlyNet/2/float64(t.Cores))
+		r.PerGiB = min(r.PerGiB, loc.PriceHourlyNet/2/t.MemoryGB)
+	}
+	if math.IsInf(r.PerCore, 1) {
+		return Rate{}, fmt.Errorf("no node group has a server type with a known price")
+	}
+	return r, nil
+}
+
+// PodPrice is what a pod's CPU and memory requests cost at rate for d:
+//
+//	hours(d) × (CPU cores × rate.PerCore + memory GiB × rate.PerGiB)
+//
+// The requests are counted as the scheduler counts them: the larger of the
+// containers' sum and each init container's own request, with sidecars
+// (init containers that restart always) added to both, plus the pod
+// overhead.
+func PodPrice(pod *corev1.Pod, rate Rate, d time.Duration) float64 {
+	req := podRequests(pod)
+	cores := float64(req.Cpu().MilliValue()) / 1000
+	gib := float64(req.Memory().Value()) / (1 << 30)
+	return d.Hours() * (cores*rate.PerCore + gib*rate.PerGiB)
+}
+
+// podRequests sums a pod's CPU and memory requests.
+func podRequests(pod *corev1.Pod) corev1.ResourceList {
+	total := corev1.ResourceList{}
+	add := func(dst corev1.ResourceList, src corev1.ResourceList) {
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := src[name]; ok {
+				sum := dst[name]
+				sum.Add(q)
+				dst[name] = sum
+			}
+		}
+	}
+	maxOf := func(dst corev1.ResourceList, src corev1.ResourceList) {
+		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := src[name]; ok {
+				if cur, ok := dst[name]; !ok || q.Cmp(cur) > 0 {
+					dst[name] = q.DeepCopy()
+				}
+			}
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		add(total, c.Resources.Requests)
+	}
+	sidecars := corev1.ResourceList{}
+	initPeak := corev1.ResourceList{}
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			add(sidecars, c.Resources.Requests)
+			continue
+		}
+		step := corev1.ResourceList{}
+		add(step, sidecars)
+		add(step, c.Resources.Requests)
+		maxOf(initPeak, step)
+	}
+	add(total, sidecars)
+	maxOf(total, initPeak)
+	add(total, pod.Spec.Overhead)
+	return total
+}

@@ -1,0 +1,256 @@
+package externalgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
+	"github.com/hcloudscale/hcloudscale/pool"
+)
+
+// GPULabel is the node label the autoscaler reads to tell GPU nodes apart,
+// the one the autoscaler's built-in Hetzner provider reports.
+const GPULabel = "hcloud/gpu-node"
+
+// DefaultCallTimeout bounds the work of one call. The autoscaler gives
+// every call 5 s (grpc_timeout); answering with our own error a second
+// earlier puts a clear message into its log instead of a bare
+// DeadlineExceeded.
+const DefaultCallTimeout = 4 * time.Second
+
+// Server answers the autoscaler's CloudProvider service over a Cluster.
+// Register it with [protos.RegisterCloudProviderServer]. Its methods are
+// safe for concurrent use; it holds no state of its own besides its
+// metrics, so the Cluster's pools decide every answer.
+type Server struct {
+	// Embedded only so that RPCs added to the protocol later answer
+	// Unimplemented instead of breaking the build; all current RPCs are
+	// implemented below.
+	protos.UnimplementedCloudProviderServer
+
+	cluster     *hcloudscale.Cluster
+	log         *zap.Logger
+	callTimeout time.Duration
+	metrics     *rpcMetrics
+}
+
+var _ protos.CloudProviderServer = (*Server)(nil)
+
+// Option configures [NewServer].
+type Option func(*options)
+
+type options struct {
+	logger      *zap.Logger
+	registerer  prometheus.Registerer
+	callTimeout time.Duration
+}
+
+// WithLogger sets the logger; the server logs as "externalgrpc". The
+// default discards everything.
+func WithLogger(l *zap.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
+// WithRegisterer registers the RPC metrics of [Server.UnaryInterceptor]
+// (hcloudscale_externalgrpc_requests_total and
+// hcloudscale_externalgrpc_request_duration_seconds) with reg. A second
+// Server on the same registerer reuses them.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(o *options) { o.registerer = reg }
+}
+
+// WithCallTimeout bounds the work of one call ([DefaultCallTimeout]). Keep
+// it below the autoscaler's grpc_timeout. A call whose own deadline is
+// nearer keeps that deadline, less a small margin for the answer.
+func WithCallTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.callTimeout = d
+		}
+	}
+}
+
+// NewServer returns a Server over cluster. It does no I/O. Pools that set
+// autoscaling options are logged with a warning, because answering
+// NodeGroupGetOptions for them changes how the autoscaler counts their
+// unready nodes (see the package documentation).
+func NewServer(cluster *hcloudscale.Cluster, opts ...Option) *Server {
+	o := options{logger: zap.NewNop(), callTimeout: DefaultCallTimeout}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	s := &Server{
+		cluster:     cluster,
+		log:         o.logger.Named("externalgrpc"),
+		callTimeout: o.callTimeout,
+		metrics:     newRPCMetrics(o.registerer),
+	}
+	for _, p := range cluster.Pools() {
+		if p.Config().Autoscaling != nil {
+			s.log.Warn("pool sets autoscaling options, so NodeGroupGetOptions answers for it: "+
+				"Cluster Autoscaler 1.35 and later then use a max node startup time of 0 for the pool "+
+				"(unready nodes count as unready at once) and ignore maxNodeStartupTime and allowNonAtomicScaleUpToMax",
+				zap.String("pool", p.Name()))
+		}
+	}
+	return s
+}
+
+// answerMargin is kept free of a caller's deadline for sending the answer.
+const answerMargin = 250 * time.Millisecond
+
+// bound limits ctx to the call timeout and to the caller's deadline less
+// answerMargin.
+func (s *Server) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := s.callTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)-answerMargin)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// NodeGroups lists the pools in configuration order.
+func (s *Server) NodeGroups(_ context.Context, _ *protos.NodeGroupsRequest) (*protos.NodeGroupsResponse, error) {
+	pools := s.cluster.Pools()
+	out := make([]*protos.NodeGroup, 0, len(pools))
+	for _, p := range pools {
+		out = append(out, nodeGroup(p))
+	}
+	return &protos.NodeGroupsResponse{NodeGroups: out}, nil
+}
+
+// nodeGroup describes a pool. The debug string holds only what does not
+// change: the autoscaler keeps it for a whole loop.
+func nodeGroup(p *pool.Pool) *protos.NodeGroup {
+	cfg := p.Config()
+	return &protos.NodeGroup{
+		Id:      p.Name(),
+		MinSize: clampInt32(p.MinSize()),
+		MaxSize: clampInt32(p.MaxSize()),
+		Debug:   fmt.Sprintf("%s (%s in %s, min %d, max %d)", cfg.Name, cfg.ServerType, cfg.Location, cfg.MinSize, cfg.MaxSize),
+	}
+}
+
+// NodeGroupForNode names the pool of a node, from memory. A node of no
+// pool (control plane, Robot servers, other clusters) gets a NodeGroup
+// with an empty id, which the autoscaler reads as "not autoscaled".
+//
+// Besides what [hcloudscale.Cluster.PoolForNode] finds, the autoscaler's
+// template copies of a pool's template node (label
+// cluster-autoscaler.kubernetes.io/template-node=true, no provider ID)
+// are routed by their hcloud/node-group label.
+func (s *Server) NodeGroupForNode(_ context.Context, req *protos.NodeGroupForNodeRequest) (*protos.NodeGroupForNodeResponse, error) {
+	n := req.GetNode()
+	if n == nil {
+		return nil, status.Error(codes.InvalidArgument, "node is missing")
+	}
+	p := s.cluster.PoolForNode(n.GetProviderID(), n.GetName())
+	if p == nil && n.GetProviderID() == "" && n.GetLabels()[labelTemplateNode] == "true" {
+		p = s.cluster.Pool(n.GetLabels()[config.LabelNodeGroup])
+	}
+	if p == nil {
+		return &protos.NodeGroupForNodeResponse{NodeGroup: &protos.NodeGroup{}}, nil
+	}
+	return &protos.NodeGroupForNodeResponse{NodeGroup: nodeGroup(p)}, nil
+}
+
+// labelTemplateNode marks the autoscaler's copies of template nodes.
+const labelTemplateNode = "cluster-autoscaler.kubernetes.io/template-node"
+
+// GPULabel returns [GPULabel].
+func (s *Server) GPULabel(context.Context, *protos.GPULabelRequest) (*protos.GPULabelResponse, error) {
+	return &protos.GPULabelResponse{Label: GPULabel}, nil
+}
+
+// GetAvailableGPUTypes returns no GPU types: Hetzner Cloud offers no GPU
+// server types. An error would make the autoscaler ask again on every
+// call; an empty answer is cached.
+func (s *Server) GetAvailableGPUTypes(context.Context, *protos.GetAvailableGPUTypesRequest) (*protos.GetAvailableGPUTypesResponse, error) {
+	return &protos.GetAvailableGPUTypesResponse{GpuTypes: map[string]*anypb.Any{}}, nil
+}
+
+// Cleanup does nothing. The autoscaler calls it when it exits, but the
+// server outlives autoscaler restarts: closing the Cluster here would stop
+// scale-ups in flight. The process that owns the Cluster closes it.
+func (s *Server) Cleanup(context.Context, *protos.CleanupRequest) (*protos.CleanupResponse, error) {
+	return &protos.CleanupResponse{}, nil
+}
+
+// Refresh brings the server listing up to date when its TTL has passed
+// (no request otherwise). A listing that does not finish within the call
+// timeout goes on in the background and the call succeeds with the last
+// listing, because an error aborts the autoscaler's loop. A failed
+// listing is an error (Unavailable): the API is not usable, so creates
+// and deletes would fail too.
+func (s *Server) Refresh(ctx context.Context, _ *protos.RefreshRequest) (*protos.RefreshResponse, error) {
+	bctx, cancel := s.bound(ctx)
+	defer cancel()
+	err := s.cluster.Refresh(bctx)
+	switch {
+	case err == nil:
+	case errors.Is(err, context.DeadlineExceeded) && bctx.Err() != nil && ctx.Err() == nil:
+		s.log.Warn("server listing is slow; answering with the previous one", zap.Error(err))
+	default:
+		return nil, toStatus(err, codes.Unavailable, "refresh")
+	}
+	return &protos.RefreshResponse{}, nil
+}
+
+// pool returns the pool named id, or a NotFound status.
+func (s *Server) pool(id string) (*pool.Pool, error) {
+	if id == "" {
+		return nil, status.Error(codes.NotFound, "node group id is empty")
+	}
+	p := s.cluster.Pool(id)
+	if p == nil {
+		return nil, status.Errorf(codes.NotFound, "node group %q does not exist", id)
+	}
+	return p, nil
+}
+
+// toStatus maps an error of the Cluster or a pool to a gRPC status:
+//
+//   - [pool.ErrOfferingUnavailable]: ResourceExhausted. The pool's server
+//     type is sold out in its location; the autoscaler backs the group off
+//     and tries another.
+//   - [pool.ErrClosed]: Unavailable; the server is shutting down.
+//   - context deadline or cancellation: DeadlineExceeded or Canceled.
+//   - anything else: fallback.
+//
+// The message is the error's text, which never holds secrets (tokens and
+// user data are redacted types), prefixed with what was being done.
+func toStatus(err error, fallback codes.Code, what string) error {
+	code := fallback
+	switch {
+	case errors.Is(err, pool.ErrOfferingUnavailable):
+		code = codes.ResourceExhausted
+	case errors.Is(err, pool.ErrClosed):
+		code = codes.Unavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	}
+	return status.Errorf(code, "%s: %v", what, err)
+}
+
+// clampInt32 converts a size for the wire; sizes are far below the limit.
+func clampInt32(n int) int32 {
+	return int32(max(min(n, 1<<31-1), -1<<31))
+}

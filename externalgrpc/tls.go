@@ -1,0 +1,111 @@
+package externalgrpc
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+)
+
+// ServerTLSConfig returns the TLS configuration the autoscaler's client
+// expects: the server presents certFile/keyFile and demands a client
+// certificate that verifies against clientCAFile (mutual TLS). The
+// autoscaler has no server-only TLS mode, and without client verification
+// anyone who reaches the port could create and delete servers.
+//
+// The files are read now, so that a mistake is reported at start-up, and
+// read again at a handshake after any of them changed (size or
+// modification time), so certificates that cert-manager renews in a
+// mounted Secret take effect without a restart. A half-written renewal
+// keeps the previous configuration until the files agree again.
+func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	var errs []error
+	for _, f := range []struct{ name, value string }{
+		{"certificate", certFile}, {"key", keyFile}, {"client CA", clientCAFile},
+	} {
+		if f.value == "" {
+			errs = append(errs, fmt.Errorf("tls: %s file is not set", f.name))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	r := &tlsReloader{certFile: certFile, keyFile: keyFile, caFile: clientCAFile}
+	if _, err := r.current(); err != nil {
+		return nil, err
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return r.current()
+		},
+	}, nil
+}
+
+// tlsReloader rebuilds the server's TLS configuration when its files change.
+type tlsReloader struct {
+	certFile, keyFile, caFile string
+
+	// mu guards stamp and cfg: the file state cfg was built from.
+	mu    sync.Mutex
+	stamp string
+	cfg   *tls.Config
+}
+
+func (r *tlsReloader) current() (*tls.Config, error) {
+	stamp, err := r.fileStamp()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil && stamp == r.stamp && r.cfg != nil {
+		return r.cfg, nil
+	}
+	cfg, lerr := r.load()
+	if err := errors.Join(err, lerr); err != nil {
+		if r.cfg != nil {
+			return r.cfg, nil
+		}
+		return nil, err
+	}
+	r.stamp, r.cfg = stamp, cfg
+	return cfg, nil
+}
+
+// fileStamp sums up the size and modification time of the files.
+func (r *tlsReloader) fileStamp() (string, error) {
+	var stamp string
+	for _, name := range []string{r.certFile, r.keyFile, r.caFile} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			return "", fmt.Errorf("tls: %w", err)
+		}
+		stamp += fmt.Sprintf("%d/%d;", fi.Size(), fi.ModTime().UnixNano())
+	}
+	return stamp, nil
+}
+
+func (r *tlsReloader) load() (*tls.Config, error) {
+	var errs []error
+	cert, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("tls: server certificate %s and key %s: %w", r.certFile, r.keyFile, err))
+	}
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(r.caFile)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("tls: client CA: %w", err))
+	case !pool.AppendCertsFromPEM(pem):
+		errs = append(errs, fmt.Errorf("tls: client CA %s: no PEM certificate found", r.caFile))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+	}, nil
+}
