@@ -32,7 +32,6 @@ type Cache struct {
 	cluster  string
 	budget   int
 	clock    Clock
-	log      *zap.Logger
 	refresh  *refresher
 
 	snap atomic.Pointer[Snapshot] // written only under mu; read without it
@@ -59,10 +58,8 @@ func New(client ServerLister, opts ...Option) *Cache {
 		cluster:  o.clusterName,
 		budget:   o.budget,
 		clock:    o.clock,
-		log:      o.logger.Named("servercache"),
 	}
-	c.refresh = newRefresher("servers", ttl, o, c.list)
-	c.refresh.log = c.log
+	c.refresh = newRefresher("servers", ttl, o, o.logger.Named("servercache"), c.list)
 	return c
 }
 

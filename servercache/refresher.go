@@ -58,7 +58,7 @@ type fetched struct {
 	fields []zap.Field
 }
 
-func newRefresher(what string, ttl time.Duration, o options, fetch func(context.Context) (fetched, error)) *refresher {
+func newRefresher(what string, ttl time.Duration, o options, log *zap.Logger, fetch func(context.Context) (fetched, error)) *refresher {
 	return &refresher{
 		what:    what,
 		fetch:   fetch,
@@ -67,7 +67,7 @@ func newRefresher(what string, ttl time.Duration, o options, fetch func(context.
 		rand:    o.rand,
 		clock:   o.clock,
 		timeout: o.listTimeout,
-		log:     o.logger,
+		log:     log,
 	}
 }
 

@@ -87,8 +87,7 @@ func NewTypeCatalog(client ServerTypeLister, opts ...Option) *TypeCatalog {
 		ttl = DefaultTypeTTL
 	}
 	c := &TypeCatalog{client: client, log: o.logger.Named("servercache").Named("types")}
-	c.refresh = newRefresher("server types", ttl, o, c.fetch)
-	c.refresh.log = c.log
+	c.refresh = newRefresher("server types", ttl, o, c.log, c.fetch)
 	return c
 }
 

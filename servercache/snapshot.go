@@ -68,9 +68,8 @@ func compactByID(servers []*Server) []*Server {
 	return out
 }
 
-// with returns a copy of s with the servers replaced or added and the IDs
-// removed, in that order of the arguments' application: upserts first,
-// then removals. s itself is unchanged.
+// with returns a copy of s with m applied: its servers added or replaced,
+// then its IDs removed. s itself is unchanged.
 func (s *Snapshot) with(m mutation) *Snapshot {
 	changed := make(map[int64]struct{}, len(m.upserts)+len(m.removes))
 	for i := range m.upserts {
