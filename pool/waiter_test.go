@@ -1,0 +1,201 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+)
+
+// waiterEnv is a fake with a manual clock and a waiter polling every
+// millisecond of wall time.
+func waiterEnv(t *testing.T, opts ...hcloudtest.Option) (*hcloudtest.Server, *hcloud.Client, *hcloudtest.ManualClock, *Waiter) {
+	t.Helper()
+	clock := hcloudtest.NewManualClock(epoch)
+	fake := hcloudtest.NewServer(append([]hcloudtest.Option{hcloudtest.WithClock(clock), hcloudtest.WithRateLimit(0, 0)}, opts...)...)
+	t.Cleanup(fake.Close)
+	client := fake.Client()
+	w := NewWaiter(&client.Action, WithPollInterval(time.Millisecond))
+	t.Cleanup(w.Close)
+	return fake, client, clock, w
+}
+
+// createRaw creates a server directly and returns its create action.
+func createRaw(t *testing.T, client *hcloud.Client, name string) *hcloud.Action {
+	t.Helper()
+	start := false
+	res, _, err := client.Server.Create(t.Context(), hcloud.ServerCreateOpts{
+		Name: name, ServerType: &hcloud.ServerType{Name: "cx23"}, Image: &hcloud.Image{Name: "ubuntu-24.04"},
+		Location: &hcloud.Location{Name: "fsn1"}, StartAfterCreate: &start,
+	})
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	return res.Action
+}
+
+// waitAsync runs Wait in a goroutine.
+func waitAsync(ctx context.Context, w *Waiter, actions ...*hcloud.Action) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- w.Wait(ctx, actions...) }()
+	return ch
+}
+
+func receive(t *testing.T, ch <-chan error, clock *hcloudtest.ManualClock) error {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case err := <-ch:
+			return err
+		case <-deadline:
+			t.Fatal("Wait did not return")
+			return nil
+		case <-time.After(time.Millisecond):
+			if clock != nil {
+				clock.Advance(100 * time.Millisecond)
+			}
+		}
+	}
+}
+
+func TestWaiterReportsSuccessAndFailure(t *testing.T) {
+	fake, client, clock, w := waiterEnv(t)
+	ok := createRaw(t, client, "ok")
+	fake.FailAction("create_server", "placement_error", "no room")
+	bad := createRaw(t, client, "bad")
+
+	if err := receive(t, waitAsync(t.Context(), w, ok), clock); err != nil {
+		t.Errorf("Wait(successful action) = %v; want nil", err)
+	}
+	err := receive(t, waitAsync(t.Context(), w, ok, bad, nil), clock)
+	var ae hcloud.ActionError
+	if !errors.As(err, &ae) || ae.Code != "placement_error" || ae.Message != "no room" {
+		t.Errorf("Wait(ok, bad, nil) = %v; want an ActionError placement_error", err)
+	}
+}
+
+func TestWaiterFinishedActionsNeedNoPoll(t *testing.T) {
+	fake, _, _, w := waiterEnv(t)
+	done := &hcloud.Action{ID: 1, Status: hcloud.ActionStatusSuccess}
+	failed := &hcloud.Action{ID: 2, Status: hcloud.ActionStatusError, ErrorCode: "x", ErrorMessage: "y"}
+	if err := w.Wait(t.Context(), done); err != nil {
+		t.Errorf("Wait(finished) = %v; want nil", err)
+	}
+	if err := w.Wait(t.Context(), failed); err == nil {
+		t.Error("Wait(failed) = nil; want its error")
+	}
+	if err := w.Wait(t.Context()); err != nil {
+		t.Errorf("Wait() = %v; want nil", err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if got := fake.Count("GET /actions"); got != 0 {
+		t.Errorf("GET /actions = %d; want 0: nothing was running, the waiter must stay idle", got)
+	}
+}
+
+func TestWaiterBatchesAllCallers(t *testing.T) {
+	clock := hcloudtest.NewManualClock(epoch)
+	fake := hcloudtest.NewServer(hcloudtest.WithClock(clock), hcloudtest.WithRateLimit(0, 0))
+	t.Cleanup(fake.Close)
+	client := fake.Client()
+	ticks := &countingClock{clock: clock}
+	w := NewWaiter(&client.Action, WithWaiterClock(ticks))
+	t.Cleanup(w.Close)
+
+	const callers = 120
+	results := make([]<-chan error, callers)
+	for i := range callers {
+		results[i] = waitAsync(t.Context(), w, createRaw(t, client, "s-"+itoa(int64(i))))
+	}
+	e := &env{t: t, clock: clock}
+	e.eventually("every caller registered", 0, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.byID) == callers
+	})
+	e.eventually("the waiter to arm", 0, func() bool { return ticks.count() == 1 })
+	fake.ResetCounts()
+	// One tick before the actions finish: one poll of ⌈120/50⌉ requests.
+	clock.Advance(DefaultPollInterval)
+	e.eventually("the first poll", 0, func() bool { return ticks.count() == 2 })
+	if got := fake.Count("GET /actions"); got != 3 {
+		t.Errorf("GET /actions in one tick for %d actions = %d; want 3", callers, got)
+	}
+	for _, r := range fake.Requests() {
+		if r.Template == "GET /actions" && (len(r.Query["id"]) > actionsPerRequest || r.Query.Get("per_page") != "50") {
+			t.Errorf("GET /actions with %d ids and per_page %q; want at most 50 and per_page 50", len(r.Query["id"]), r.Query.Get("per_page"))
+		}
+	}
+	clock.Advance(time.Second) // create_server takes 1 s
+	for i, ch := range results {
+		if err := receive(t, ch, nil); err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
+	}
+	if got := fake.Count("GET /actions"); got != 6 {
+		t.Errorf("GET /actions after two ticks = %d; want 6", got)
+	}
+}
+
+func TestWaiterCallerCancellation(t *testing.T) {
+	fake, client, clock, w := waiterEnv(t)
+	a := createRaw(t, client, "a")
+	ctx, cancel := context.WithCancel(t.Context())
+	first := waitAsync(ctx, w, a)
+	second := waitAsync(t.Context(), w, a)
+	time.Sleep(5 * time.Millisecond)
+	cancel()
+	err := receive(t, first, nil)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), itoa(a.ID)) {
+		t.Errorf("Wait after cancel = %v; want context.Canceled naming action %d", err, a.ID)
+	}
+	// The other caller of the same action keeps waiting and gets it.
+	if err := receive(t, second, clock); err != nil {
+		t.Errorf("second caller = %v; want nil", err)
+	}
+	_ = fake
+}
+
+func TestWaiterActionNotFound(t *testing.T) {
+	_, _, _, w := waiterEnv(t)
+	err := w.Wait(t.Context(), &hcloud.Action{ID: 987654, Status: hcloud.ActionStatusRunning})
+	var nf *ActionNotFoundError
+	if !errors.As(err, &nf) || nf.ID != 987654 {
+		t.Errorf("Wait(unknown action) = %v; want ActionNotFoundError{987654}", err)
+	}
+}
+
+func TestWaiterKeepsWaitingThroughPollErrors(t *testing.T) {
+	fake, client, clock, w := waiterEnv(t)
+	a := createRaw(t, client, "a")
+	for range 3 {
+		fake.FailRequest("GET /actions", 1, hcloudtest.RequestFault{Code: "service_error"})
+	}
+	if err := receive(t, waitAsync(t.Context(), w, a), clock); err != nil {
+		t.Errorf("Wait through failing polls = %v; want nil", err)
+	}
+	if got := fake.Count("GET /actions"); got < 4 {
+		t.Errorf("GET /actions = %d; want at least 4 (3 failed polls, then one that worked)", got)
+	}
+}
+
+func TestWaiterClose(t *testing.T) {
+	_, client, _, w := waiterEnv(t)
+	a := createRaw(t, client, "a")
+	ch := waitAsync(t.Context(), w, a)
+	time.Sleep(5 * time.Millisecond)
+	w.Close()
+	if err := receive(t, ch, nil); !errors.Is(err, ErrWaiterClosed) {
+		t.Errorf("Wait during Close = %v; want ErrWaiterClosed", err)
+	}
+	if err := w.Wait(t.Context(), a); !errors.Is(err, ErrWaiterClosed) {
+		t.Errorf("Wait after Close = %v; want ErrWaiterClosed", err)
+	}
+	w.Close() // idempotent
+}
