@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/externalgrpc"
+	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
+)
+
+// serveFlags are the flags of hcloudscale serve.
+type serveFlags struct {
+	nodes                        *stringsFlag
+	listen                       string
+	tlsCert, tlsKey, tlsClientCA string
+	insecure                     bool
+	healthListen                 string
+	metricsListen                string
+	log                          logFlags
+	rpcTimeout                   time.Duration
+	drainTimeout                 time.Duration
+	shutdownTimeout              time.Duration
+}
+
+func newServeFlags() (*flag.FlagSet, *serveFlags) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	f := &serveFlags{nodes: nodesFlag(fs)}
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8086", "address of the externalgrpc service, host:port; a non-loopback address needs the --tls-* flags or --insecure")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM file of the server certificate (mutual TLS; with --tls-key and --tls-client-ca)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM file of the server certificate's private key")
+	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM file of the CA that signs the autoscaler's client certificate; clients without one are refused")
+	fs.BoolVar(&f.insecure, "insecure", false, "allow plaintext on a non-loopback --listen address: anyone who reaches it can create and delete servers")
+	fs.StringVar(&f.healthListen, "health-listen", "", "extra plaintext address serving only the gRPC health service, for kubelet gRPC probes, which cannot do mutual TLS (empty: none)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", ":8085", "address of the Prometheus /metrics endpoint (empty: none)")
+	f.log.register(fs)
+	fs.DurationVar(&f.rpcTimeout, "rpc-timeout", externalgrpc.DefaultCallTimeout, "bound on the work of one call; keep it below the autoscaler's grpc_timeout (5s)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long calls in progress may finish before the service stops")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 2*time.Minute, "on SIGTERM, how long server creates in flight may run to a safe point before they are cancelled")
+	return fs, f
+}
+
+func serveHelp(fs *flag.FlagSet) func(io.Writer) {
+	return func(w io.Writer) {
+		fmt.Fprint(w, `Usage: hcloudscale serve --nodes=<min>:<max>:<type>:<location>:<pool> [--nodes=...] [flags]
+
+Serves the Cluster Autoscaler's externalgrpc cloud-provider protocol, so that a stock
+autoscaler started with --cloud-provider=externalgrpc --cloud-config=<file> scales the
+Hetzner Cloud pools given by --nodes and the environment. Pools, token and cluster config
+are configured here, not in the autoscaler. Run one replica per cluster.
+
+Scale-ups return at once and servers are created in the background. On SIGTERM or SIGINT
+the service stops taking calls (--drain-timeout), then waits for creates in flight to
+reach a safe point (--shutdown-timeout); a second signal ends the process at once.
+
+Flags:
+`)
+		printFlags(w, fs)
+		fmt.Fprintln(w)
+		fmt.Fprint(w, envHelp)
+		fmt.Fprint(w, `
+Exit codes: 0 clean shutdown, 1 failure (reported on stderr), 2 bad usage.
+`)
+	}
+}
+
+// check validates the flags and reports every problem at once.
+func (f *serveFlags) check() error {
+	var errs []error
+	if len(*f.nodes) == 0 {
+		errs = append(errs, errors.New("--nodes: at least one pool is required"))
+	}
+	addr := func(name, value string, optional bool) {
+		if value == "" && optional {
+			return
+		}
+		if _, _, err := net.SplitHostPort(value); err != nil {
+			errs = append(errs, fmt.Errorf("--%s %q: want host:port: %w", name, value, err))
+		}
+	}
+	addr("listen", f.listen, false)
+	addr("health-listen", f.healthListen, true)
+	addr("metrics-listen", f.metricsListen, true)
+
+	set := 0
+	for _, v := range []string{f.tlsCert, f.tlsKey, f.tlsClientCA} {
+		if v != "" {
+			set++
+		}
+	}
+	tlsOn := set == 3
+	switch {
+	case set != 0 && set != 3:
+		errs = append(errs, errors.New("--tls-cert, --tls-key and --tls-client-ca go together: the autoscaler speaks mutual TLS only"))
+	case tlsOn && f.insecure:
+		errs = append(errs, errors.New("--insecure contradicts --tls-cert, --tls-key and --tls-client-ca"))
+	case !tlsOn && !f.insecure && f.listen != "" && !loopback(f.listen):
+		errs = append(errs, fmt.Errorf("--listen %s is not a loopback address: without TLS anyone who reaches it can create and delete servers; "+
+			"set --tls-cert, --tls-key and --tls-client-ca, or --insecure if a NetworkPolicy or the pod network keeps others out", f.listen))
+	}
+	if err := f.log.check(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"rpc-timeout", f.rpcTimeout}, {"drain-timeout", f.drainTimeout}, {"shutdown-timeout", f.shutdownTimeout}} {
+		if d.value <= 0 {
+			errs = append(errs, fmt.Errorf("--%s %s: must be positive", d.name, d.value))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// loopback reports whether a host:port names a loopback address. An empty
+// host, 0.0.0.0 and :: listen everywhere; host names other than localhost
+// are not trusted to resolve to loopback.
+func loopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// runServe is the serve subcommand.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, env config.Env) int {
+	fs, f := newServeFlags()
+	if code, ok := parseFlags(fs, args, stdout, stderr, serveHelp(fs)); !ok {
+		return code
+	}
+	if err := f.check(); err != nil {
+		return usageError(stderr, "serve", err)
+	}
+	log, err := f.log.build(stderr)
+	if err != nil {
+		return usageError(stderr, "serve", err)
+	}
+	defer func() { _ = log.Sync() }()
+
+	if err := serve(ctx, f, env, log); err != nil {
+		log.Error("serve failed", zap.Error(err))
+		return exitFailure
+	}
+	return exitOK
+}
+
+// serve runs until ctx ends or a listener fails, then shuts down.
+func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) error {
+	cfg, err := config.Load(env, *f.nodes)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	var serverTLS *tls.Config
+	if f.tlsCert != "" {
+		if serverTLS, err = externalgrpc.ServerTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA); err != nil {
+			return err
+		}
+	}
+
+	// Listen before the API checks, so a busy port fails at once.
+	var lc net.ListenConfig
+	lis, err := lc.Listen(ctx, "tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	defer lis.Close()
+	var healthLis, metricsLis net.Listener
+	if f.healthListen != "" {
+		if healthLis, err = lc.Listen(ctx, "tcp", f.healthListen); err != nil {
+			return fmt.Errorf("--health-listen: %w", err)
+		}
+		defer healthLis.Close()
+	}
+	if f.metricsListen != "" {
+		if metricsLis, err = lc.Listen(ctx, "tcp", f.metricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		defer metricsLis.Close()
+	}
+
+	reg := prometheus.NewRegistry()
+	if err := errors.Join(
+		reg.Register(collectors.NewGoCollector()),
+		reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})),
+	); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+
+	cluster, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithRegisterer(reg))
+	if err != nil {
+		return fmt.Errorf("checking the configuration against the API: %w", err)
+	}
+
+	srv := externalgrpc.NewServer(cluster,
+		externalgrpc.WithLogger(log),
+		externalgrpc.WithRegisterer(reg),
+		externalgrpc.WithCallTimeout(f.rpcTimeout),
+	)
+	hs := health.NewServer()
+	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(srv.UnaryInterceptor())}
+	if serverTLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(serverTLS)))
+	}
+	gs := grpc.NewServer(opts...)
+	protos.RegisterCloudProviderServer(gs, srv)
+	healthpb.RegisterHealthServer(gs, hs)
+	var hgs *grpc.Server
+	if healthLis != nil {
+		hgs = grpc.NewServer()
+		healthpb.RegisterHealthServer(hgs, hs)
+	}
+	var metricsSrv *http.Server
+	if metricsLis != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+
+	// Each server ends with Serve's error; the first failure stops all.
+	failed := make(chan error, 3)
+	running := 0
+	start := func(name string, serveFn func() error) {
+		running++
+		go func() {
+			err := serveFn()
+			if errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, http.ErrServerClosed) {
+				err = nil
+			}
+			if err != nil {
+				err = fmt.Errorf("%s: %w", name, err)
+			}
+			failed <- err
+		}()
+	}
+	start("--listen", func() error { return gs.Serve(lis) })
+	if hgs != nil {
+		start("--health-listen", func() error { return hgs.Serve(healthLis) })
+	}
+	if metricsSrv != nil {
+		start("--metrics-listen", func() error { return metricsSrv.Serve(metricsLis) })
+	}
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(protos.CloudProvider_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	fields := []zap.Field{zap.String("listen", lis.Addr().String()), zap.Bool("tls", serverTLS != nil), zap.Int("pools", len(cfg.Pools))}
+	if healthLis != nil {
+		fields = append(fields, zap.String("health_listen", healthLis.Addr().String()))
+	}
+	if metricsLis != nil {
+		fields = append(fields, zap.String("metrics_listen", metricsLis.Addr().String()))
+	}
+	log.Info("serving", fields...)
+
+	var errs []error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: no new calls")
+	case err := <-failed:
+		running--
+		errs = append(errs, err)
+	}
+
+	hs.Shutdown()
+	stopGracefully(gs, f.drainTimeout)
+	if hgs != nil {
+		hgs.Stop()
+	}
+	if metricsSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := metricsSrv.Shutdown(sctx); err != nil {
+			_ = metricsSrv.Close()
+		}
+		cancel()
+	}
+	for ; running > 0; running-- {
+		errs = append(errs, <-failed)
+	}
+
+	log.Info("waiting for server creates in flight", zap.Duration("timeout", f.shutdownTimeout))
+	cctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	if err := cluster.Close(cctx); err != nil {
+		errs = append(errs, fmt.Errorf("closing the pools: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	log.Info("shut down")
+	return nil
+}
+
+// stopGracefully lets calls in progress finish for up to d, then cuts
+// them off.
+func stopGracefully(gs *grpc.Server, d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		gs.Stop()
+		<-done
+	}
+}
