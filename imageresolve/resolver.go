@@ -107,7 +107,9 @@ type Resolver struct {
 	wg      sync.WaitGroup // counts running lookups; Add only under mu while !closed
 
 	// mu guards everything below.
-	mu     sync.Mutex
+	mu sync.Mutex
+	// cache keeps one entry per spec and arch; specs come from the
+	// configuration, so it stays as small as the number of pools.
 	cache  map[cacheKey]entry
 	gen    uint64 // bumped by Invalidate; results of older lookups are dropped
 	warned map[int64]struct{}

@@ -657,3 +657,29 @@ func TestClose(t *testing.T) {
 	}
 	f.res.Close() // a second Close is harmless
 }
+
+// BenchmarkResolveCached measures the cost of a cache hit, which is what
+// every server of a scale-up pays after the first.
+func BenchmarkResolveCached(b *testing.B) {
+	clock := hcloudtest.NewManualClock(epoch)
+	api := hcloudtest.NewServer(hcloudtest.WithClock(clock))
+	defer api.Close()
+	if _, err := api.AddImage(hcloudtest.Image{Architecture: hcloud.ArchitectureX86, Labels: map[string]string{"role": "worker", "os": "talos"}}); err != nil {
+		b.Fatal(err)
+	}
+	res := imageresolve.New(&api.Client().Image, imageresolve.WithClock(clock))
+	defer res.Close()
+	ctx := b.Context()
+	if _, err := res.Resolve(ctx, "role=worker,os=talos", config.ArchAMD64); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := res.Resolve(ctx, "role=worker,os=talos", config.ArchAMD64); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if n := api.Count(list); n != 1 {
+		b.Errorf("%d list requests; want 1", n)
+	}
+}

@@ -1,6 +1,8 @@
 package imageresolve
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hcloudscale/hcloudscale/config"
@@ -83,4 +85,38 @@ func TestKindString(t *testing.T) {
 			t.Errorf("Kind(%d).String() = %q; want %q", int(tt.kind), got, tt.want)
 		}
 	}
+}
+
+// FuzzClassify checks Classify's promises on arbitrary specs: an ID is
+// exactly a sign-less int64, a selector always carries selector syntax, and
+// only the empty spec is empty.
+func FuzzClassify(f *testing.F) {
+	for _, s := range []string{"", "0", "114690387", "9223372036854775808", "-1", "ubuntu-24.04", "golden", "a=b", "k in (x,y)", "!k", " "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		kind := Classify(config.ImageSpec(s))
+		id, err := strconv.ParseInt(s, 10, 64)
+		isUnsignedInt := err == nil && id >= 0 && s[0] != '+' && s[0] != '-'
+		switch kind {
+		case KindEmpty:
+			if s != "" {
+				t.Errorf("Classify(%q) = %v for a non-empty spec", s, kind)
+			}
+		case KindID:
+			if !isUnsignedInt {
+				t.Errorf("Classify(%q) = ID, but it is no sign-less int64", s)
+			}
+		case KindSelector:
+			if !strings.ContainsAny(s, selectorOnly) {
+				t.Errorf("Classify(%q) = selector without selector syntax", s)
+			}
+		case KindName:
+			if isUnsignedInt || strings.ContainsAny(s, selectorOnly) {
+				t.Errorf("Classify(%q) = name, but it is an ID or selector", s)
+			}
+		default:
+			t.Errorf("Classify(%q) = %v, not a defined kind", s, kind)
+		}
+	})
 }
