@@ -104,6 +104,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 
 	refs, err := c.check(ctx)
 	if err != nil {
+		c.closeCaches()
 		c.unregister()
 		return nil, err
 	}
@@ -146,6 +147,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		if err != nil {
 			c.closePools(context.Background())
 			c.waiter.Close()
+			c.closeCaches()
 			c.unregister()
 			return nil, err
 		}
@@ -378,9 +380,17 @@ func (c *Cluster) Close(ctx context.Context) error {
 		if c.waiter != nil {
 			c.waiter.Close()
 		}
+		c.closeCaches()
 		c.unregister()
 	})
 	return c.closeErr
+}
+
+// closeCaches cancels lookups that callers gave up on and waits for them.
+func (c *Cluster) closeCaches() {
+	c.images.Close()
+	c.types.Close()
+	c.servers.Close()
 }
 
 func (c *Cluster) closePools(ctx context.Context) error {
