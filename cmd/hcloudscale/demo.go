@@ -74,7 +74,7 @@ Runs hcloudscale against an in-memory Hetzner Cloud API on 127.0.0.1, with no to
 no cluster, and narrates what an autoscaler sees: a scale-up that returns at once while
 servers are created in the background, a server type that sells out in one location and
 the capacity error that makes the autoscaler fail over to another pool, a scale-down, and
-the API requests all of it cost. It takes about ten seconds (one with --fast).
+the API requests all of it cost. It takes under ten seconds (about one with --fast).
 
 The demo's configuration is an ordinary cluster config (cmd/hcloudscale/demo.json) with
 three pools:

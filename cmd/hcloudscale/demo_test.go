@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/hcloudscale/hcloudscale/config"
+)
+
+// TestDemo runs the README's first command in-process and checks that the
+// scenario happened as narrated: the numbers in these lines come from the
+// pools and the fake API, not from the narration.
+func TestDemo(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	var stdout, stderr bytes.Buffer
+	began := time.Now()
+	code := runDemo(context.Background(), []string{"--fast"}, &stdout, &stderr, config.Env{})
+	if code != exitOK {
+		t.Fatalf("runDemo --fast = %d, want %d; stderr:\n%s\nstdout:\n%s", code, exitOK, stderr.String(), stdout.String())
+	}
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("runDemo --fast took %s, want well under 20s", took)
+	}
+	out := stdout.String()
+
+	for _, c := range []struct {
+		name string
+		re   string
+	}{
+		{"the config is checked by New", `hcloudscale\.New looked up .*\n.*: \d+ requests in`},
+		{"three pools are listed", `(?m)^  workers-fsn1\s+cpx31\s+amd64\s+fsn1\s+0\s+10\s+\d+\.\d{4}$`},
+		{"IncreaseSize returns without an API request", `IncreaseSize\(3\) returned after \S+ with 0 API requests; target size 3\.`},
+		{"servers pass initializing on the way", `workers-fsn1 target 3, 3 creating\s+Hetzner: 3 initializing`},
+		{"the scale-up completes", `3 servers running after`},
+		{"a capacity error becomes an OutOfResources placeholder", `(?s)placeholder hcloudscale://arm-nbg1/arm-nbg1-[0-9a-f]+  state creating, OutOfResources: resource_unavailable\n.*placeholder hcloudscale://arm-nbg1/arm-nbg1-[0-9a-f]+  state creating, OutOfResources: resource_unavailable`},
+		{"placeholders are deleted without API requests", `DeleteInstances removed 2 placeholders with 0 API requests; target size 0`},
+		{"the sold-out offering fails at once", `IncreaseSize on arm-nbg1 fails at once, with 0 API requests:\n\s+pool "arm-nbg1": server type cax21 in location nbg1 unavailable`},
+		{"the fail-over pool scales up", `2 servers running in arm-hel1 after`},
+		{"the scale-down completes", `deleted after`},
+		{"one worker is left", `(?m)^  workers-fsn1\s+1\s+1 running$`},
+		{"the Arm pools are empty", `(?m)^  arm-hel1\s+0\s+none$`},
+		{"creates are counted: 3 + 2 refused + 2", `(?m)^    POST /servers\s+7$`},
+		{"deletes are counted", `(?m)^    DELETE /servers/\{id\}\s+4$`},
+		{"the rate-limit budget is reported", `Rate-limit budget left: about \d+ of 3600`},
+	} {
+		if !regexp.MustCompile(c.re).MatchString(out) {
+			t.Errorf("%s: output does not match %q; output:\n%s", c.name, c.re, out)
+		}
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("stderr = %q, want nothing", stderr.String())
+	}
+}
+
+func TestDemoUsage(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"help", []string{"--help"}, exitOK, "Usage: hcloudscale demo", ""},
+		{"unknown flag", []string{"--bogus"}, exitUsage, "", "flag provided but not defined: -bogus"},
+		{"argument", []string{"now"}, exitUsage, "", `unexpected arguments ["now"]`},
+		{"bad log level", []string{"--log-level=loud"}, exitUsage, "", `--log-level "loud"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := runDemo(context.Background(), c.args, &stdout, &stderr, config.Env{})
+			if code != c.wantCode {
+				t.Errorf("runDemo(%q) = %d, want %d; stderr: %s", c.args, code, c.wantCode, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), c.wantStdout) {
+				t.Errorf("runDemo(%q) stdout = %q, want it to contain %q", c.args, stdout.String(), c.wantStdout)
+			}
+			if !strings.Contains(stderr.String(), c.wantStderr) {
+				t.Errorf("runDemo(%q) stderr = %q, want it to contain %q", c.args, stderr.String(), c.wantStderr)
+			}
+		})
+	}
+}
