@@ -90,6 +90,8 @@ type envOptions struct {
 	// serverTLS and clientTLS switch the connection to TLS.
 	serverTLS *tls.Config
 	clientTLS *tls.Config
+	// callTimeout is the server's WithCallTimeout; 0 keeps the default.
+	callTimeout time.Duration
 }
 
 func newEnv(t *testing.T, eo envOptions) *env {
@@ -155,7 +157,8 @@ func newEnv(t *testing.T, eo envOptions) *env {
 		}
 	})
 
-	srv := externalgrpc.NewServer(e.cluster, externalgrpc.WithLogger(log), externalgrpc.WithRegisterer(e.reg))
+	srv := externalgrpc.NewServer(e.cluster, externalgrpc.WithLogger(log), externalgrpc.WithRegisterer(e.reg),
+		externalgrpc.WithCallTimeout(eo.callTimeout))
 	sopts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(srv.UnaryInterceptor())}
 	if eo.serverTLS != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(eo.serverTLS)))

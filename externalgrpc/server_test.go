@@ -19,6 +19,7 @@ import (
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
 )
 
 // TestScaleUpAndDelete drives one pool through a whole life cycle: the
@@ -493,5 +494,40 @@ hcloudscale_externalgrpc_requests_total{code="OK",method="NodeGroupTargetSize"} 
 	}
 	if n, err := testutil.GatherAndCount(e.reg, "hcloudscale_externalgrpc_request_duration_seconds"); err != nil || n != 1 {
 		t.Errorf("duration series = %d, %v; want 1 (one method)", n, err)
+	}
+}
+
+// TestRefreshUnderTrouble checks that a slow listing does not fail the
+// call (an error aborts the autoscaler's loop) while a failed one does.
+func TestRefreshUnderTrouble(t *testing.T) {
+	e := newEnv(t, envOptions{callTimeout: 200 * time.Millisecond})
+
+	// The server shows in the arm pool once the slow listing is applied.
+	if _, err := e.fake.AddServer(armServer("arm-0000000000000002")); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Hour) // the listing's TTL has passed
+	e.fake.SetLatency(time.Second)
+	start := time.Now()
+	if _, err := e.client.Refresh(e.ctx(), &protos.RefreshRequest{}); err != nil {
+		t.Errorf("Refresh with a slow listing: %v; want success with the previous listing", err)
+	}
+	if elapsed := time.Since(start); elapsed > 900*time.Millisecond {
+		t.Errorf("Refresh with a slow listing took %s; want about the call timeout (200ms)", elapsed)
+	}
+	if got := e.targetSize("arm"); got != 1 {
+		t.Errorf("arm target size before the slow listing ends = %d; want the previous listing's 1", got)
+	}
+	e.eventually("the slow listing to finish", 0, func() bool { return e.targetSize("arm") == 2 })
+	e.fake.SetLatency(0)
+
+	e.clock.Advance(time.Hour)
+	e.fake.FailRequest("GET /servers", 1, hcloudtest.RequestFault{Code: "unauthorized", Message: "unable to authenticate"})
+	_, err := e.client.Refresh(e.ctx(), &protos.RefreshRequest{})
+	if got := status.Code(err); got != codes.Unavailable {
+		t.Errorf("Refresh with a failing listing: code %s (%v); want Unavailable", got, err)
+	}
+	if strings.Contains(status.Convert(err).Message(), e.fake.Token()) {
+		t.Errorf("Refresh error %q contains the token", err)
 	}
 }
