@@ -11,6 +11,7 @@ import (
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 )
 
 // Waiter defaults.
@@ -21,6 +22,8 @@ const (
 	// fit on one page, one GET /actions answers 50 actions. hcloud-go's
 	// WaitForFunc sends 25 per request and leaves the page size unset.
 	actionsPerRequest = 50
+	// burstDivisor shortens the poll interval while actions are finishing.
+	burstDivisor = 4
 	// pollTimeout bounds one poll request, so that a hung connection does
 	// not stall every caller until its own deadline.
 	pollTimeout = 30 * time.Second
@@ -233,11 +236,14 @@ func (w *Waiter) Close() {
 
 func (w *Waiter) loop(ctx context.Context) {
 	defer close(w.done)
+	var spent time.Duration // by the last poll
+	burst := false          // the last poll finished some actions, not all
 	for {
 		w.mu.Lock()
 		idle := len(w.byID) == 0
 		w.mu.Unlock()
 		if idle {
+			spent, burst = 0, false
 			select {
 			case <-w.wake:
 				continue
@@ -245,32 +251,59 @@ func (w *Waiter) loop(ctx context.Context) {
 				return
 			}
 		}
+		interval := w.interval
+		if burst {
+			interval = w.interval / burstDivisor
+		}
 		select {
-		case <-w.clock.After(w.interval):
+		case <-w.clock.After(interval - min(spent, interval)):
 		case <-w.stop:
 			return
 		}
-		w.poll(ctx)
+		started := time.Now()
+		finished, remaining := w.poll(ctx)
+		// Keep a steady cadence: the time a poll took comes off the next
+		// wait, so ticks do not drift by the request latency.
+		spent = time.Since(started)
+		// Actions started together finish together: once some of a
+		// batch have finished, the rest are due, so look again sooner.
+		burst = finished > 0 && remaining > 0
 	}
 }
 
-// poll lists every running action once and settles the finished ones.
-func (w *Waiter) poll(ctx context.Context) {
+// poll lists every running action once, one request per
+// actionsPerRequest IDs, sent concurrently, and settles the finished ones.
+// It returns how many finished and how many remain.
+func (w *Waiter) poll(ctx context.Context) (finished, remaining int) {
 	w.mu.Lock()
 	ids := slices.Sorted(maps.Keys(w.byID))
 	w.mu.Unlock()
 
+	var g errgroup.Group
 	for chunk := range slices.Chunk(ids, actionsPerRequest) {
-		actions, err := w.list(ctx, chunk)
-		if err != nil {
-			if ctx.Err() == nil {
-				w.log.Warn("polling actions failed; retrying at the next tick",
-					zap.Int("actions", len(chunk)), zap.Error(err))
+		g.Go(func() error {
+			actions, err := w.list(ctx, chunk)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.log.Warn("polling actions failed; retrying at the next tick",
+						zap.Int("actions", len(chunk)), zap.Error(err))
+				}
+				return nil
 			}
-			continue
-		}
-		w.settle(chunk, actions)
+			w.settle(chunk, actions)
+			return nil
+		})
 	}
+	_ = g.Wait()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	remaining = len(w.byID)
+	for _, id := range ids {
+		if _, ok := w.byID[id]; !ok {
+			finished++
+		}
+	}
+	return finished, remaining
 }
 
 func (w *Waiter) list(ctx context.Context, ids []int64) ([]*hcloud.Action, error) {
