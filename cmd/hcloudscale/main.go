@@ -36,6 +36,7 @@ func commands() []command {
 	return []command{
 		{name: "demo", summary: "scale pools against an in-memory Hetzner Cloud API: no token, no cluster", run: runDemo},
 		{name: "serve", summary: "serve the Cluster Autoscaler's externalgrpc protocol", run: runServe},
+		{name: "validate", summary: "check a configuration, offline or against the API (--online), and print the plan per pool", run: runValidate},
 	}
 }
 

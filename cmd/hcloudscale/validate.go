@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/imageresolve"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+func validateHelp(fs *flag.FlagSet) func(io.Writer) {
+	return func(w io.Writer) {
+		fmt.Fprint(w, `Usage: hcloudscale validate --nodes=<min>:<max>:<type>:<location>:<pool> [--nodes=...] [--online] [flags]
+
+Checks a configuration before it is deployed: the --nodes flags and the environment
+variables of the Cluster Autoscaler's Hetzner provider, read exactly as the provider
+(or hcloudscale serve) will read them. Every problem is printed at once, each with the
+setting it concerns (an environment variable, a --nodes flag or a cluster-config JSON
+path), followed by the resolved plan per pool.
+
+With --online it also does everything the provider checks at start against the API:
+the token, the network and that each subnet range is one of its subnets, every firewall,
+SSH key and placement group (and the room left in each group), that each pool's server
+type exists and can be ordered in its location, and an image for the type's architecture.
+The plan then shows the architecture, the image each pool's servers will boot and the
+price per hour from the catalogue. --online makes about ten read-only requests.
+
+Flags:
+`)
+		printFlags(w, fs)
+		fmt.Fprintln(w)
+		fmt.Fprint(w, envHelp)
+		fmt.Fprint(w, "\nExit codes: 0 valid (warnings may be printed), 1 problems found, 2 bad usage.\n")
+	}
+}
+
+// validateResult is the output of validate.
+type validateResult struct {
+	Valid    bool       `json:"valid"`
+	Online   bool       `json:"online"`
+	Problems []problem  `json:"problems"`
+	Warnings []string   `json:"warnings"`
+	Source   string     `json:"source,omitempty"`
+	Cluster  string     `json:"clusterName,omitempty"`
+	Pools    []poolPlan `json:"pools,omitempty"`
+}
+
+// poolPlan is what hcloudscale will do for one pool. The fields after
+// MaxPods are filled with --online only.
+type poolPlan struct {
+	Name           string               `json:"name"`
+	MinSize        int                  `json:"minSize"`
+	MaxSize        int                  `json:"maxSize"`
+	ServerType     string               `json:"serverType"`
+	Location       string               `json:"location"`
+	ImageSpecs     config.ImagesForArch `json:"imageSpecs"`
+	Network        string               `json:"network,omitempty"`
+	SubnetIPRange  string               `json:"subnetIPRange,omitempty"`
+	Firewalls      []string             `json:"firewalls,omitempty"`
+	PlacementGroup string               `json:"placementGroup,omitempty"`
+	SSHKeys        []string             `json:"sshKeys,omitempty"`
+	PublicIPv4     bool                 `json:"publicIPv4"`
+	PublicIPv6     bool                 `json:"publicIPv6"`
+	Labels         map[string]string    `json:"labels,omitempty"`
+	Taints         []string             `json:"taints,omitempty"`
+	ServerLabels   map[string]string    `json:"serverLabels"`
+	CloudInitBytes int                  `json:"cloudInitBytes"`
+	MaxPods        int                  `json:"maxPods"`
+	Reserved       map[string]string    `json:"reserved,omitempty"`
+	Autoscaling    map[string]string    `json:"autoscaling,omitempty"`
+
+	Arch             string     `json:"arch,omitempty"`
+	Cores            int        `json:"cores,omitempty"`
+	MemoryGB         float64    `json:"memoryGB,omitempty"`
+	Image            *imagePlan `json:"image,omitempty"`
+	PriceHourlyNet   *float64   `json:"priceHourlyNet,omitempty"`
+	PriceHourlyGross *float64   `json:"priceHourlyGross,omitempty"`
+	Currency         string     `json:"currency,omitempty"`
+}
+
+// imagePlan is the image a pool's servers boot, resolved from its spec.
+type imagePlan struct {
+	ID          int64  `json:"id"`
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+	Type        string `json:"type"`
+	Deprecated  bool   `json:"deprecated,omitempty"`
+}
+
+// runValidate is "hcloudscale validate".
+func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, env config.Env) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	cf := registerConfigFlags(fs)
+	online := fs.Bool("online", false, "also check against the API (token, references, server types, images, placement-group room) and resolve images and prices")
+	output := outputFlag(fs)
+	if code, ok := parseFlags(fs, args, stdout, stderr, validateHelp(fs)); !ok {
+		return code
+	}
+	if err := checkOutput(*output); err != nil {
+		return usageError(stderr, "validate", err)
+	}
+	log, err := cf.logger(stderr)
+	if err != nil {
+		return usageError(stderr, "validate", err)
+	}
+
+	res := validateResult{Online: *online, Problems: []problem{}, Warnings: []string{}}
+	cfg, err := config.Load(env, *cf.nodes)
+	if err != nil {
+		res.Problems = problems(err)
+	} else {
+		res.Source, res.Cluster = string(cfg.Source), cfg.ClusterName
+		res.Warnings = append(res.Warnings, cfg.Warnings...)
+		for i := range cfg.Pools {
+			res.Pools = append(res.Pools, planPool(&cfg.Pools[i]))
+		}
+		if *online {
+			if err := checkOnline(ctx, cfg, &res, log); err != nil {
+				res.Problems = problems(err)
+			}
+		}
+	}
+	res.Valid = len(res.Problems) == 0
+
+	if *output == outputJSON {
+		if err := writeJSON(stdout, res); err != nil {
+			fmt.Fprintf(stderr, "hcloudscale validate: %v\n", err)
+			return exitFailure
+		}
+	} else {
+		printValidate(stdout, &res)
+	}
+	if !res.Valid {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// planPool is the part of a pool's plan that needs no API.
+func planPool(p *config.Pool) poolPlan {
+	pp := poolPlan{
+		Name: p.Name, MinSize: p.MinSize, MaxSize: p.MaxSize,
+		ServerType: p.ServerType, Location: p.Location, ImageSpecs: p.Images,
+		Network: p.Network, Firewalls: p.Firewalls, PlacementGroup: p.PlacementGroup,
+		SSHKeys: p.SSHKeys, PublicIPv4: p.PublicIPv4, PublicIPv6: p.PublicIPv6,
+		Labels: p.Labels, ServerLabels: p.ServerLabels,
+		CloudInitBytes: len(p.CloudInit.Reveal()), MaxPods: p.MaxPods,
+	}
+	if p.SubnetIPRange.IsValid() {
+		pp.SubnetIPRange = p.SubnetIPRange.String()
+	}
+	if pp.MaxPods == 0 {
+		pp.MaxPods = config.DefaultMaxPods
+	}
+	for _, t := range p.Taints {
+		pp.Taints = append(pp.Taints, t.ToString())
+	}
+	pp.Reserved = map[string]string{}
+	for name, q := range map[string]resource.Quantity{
+		"cpu": p.Reserved.CPU, "memory": p.Reserved.Memory, "ephemeral-storage": p.Reserved.EphemeralStorage,
+	} {
+		if !q.IsZero() {
+			pp.Reserved[name] = q.String()
+		}
+	}
+	pp.Autoscaling = autoscalingSettings(p.Autoscaling)
+	return pp
+}
+
+// autoscalingSettings lists the autoscaler options a pool sets, by their
+// cluster-config key.
+func autoscalingSettings(a *config.Autoscaling) map[string]string {
+	out := map[string]string{}
+	if a == nil {
+		return out
+	}
+	float := func(k string, v *float64) {
+		if v != nil {
+			out[k] = strconv.FormatFloat(*v, 'g', -1, 64)
+		}
+	}
+	duration := func(k string, v *time.Duration) {
+		if v != nil {
+			out[k] = v.String()
+		}
+	}
+	boolean := func(k string, v *bool) {
+		if v != nil {
+			out[k] = strconv.FormatBool(*v)
+		}
+	}
+	float("scaleDownUtilizationThreshold", a.ScaleDownUtilizationThreshold)
+	float("scaleDownGpuUtilizationThreshold", a.ScaleDownGPUUtilizationThreshold)
+	duration("scaleDownUnneededTime", a.ScaleDownUnneededTime)
+	duration("scaleDownUnreadyTime", a.ScaleDownUnreadyTime)
+	duration("maxNodeProvisionTime", a.MaxNodeProvisionTime)
+	duration("maxNodeStartupTime", a.MaxNodeStartupTime)
+	boolean("zeroOrMaxNodeScaling", a.ZeroOrMaxNodeScaling)
+	boolean("allowNonAtomicScaleUpToMax", a.AllowNonAtomicScaleUpToMax)
+	boolean("ignoreDaemonSetsUtilization", a.IgnoreDaemonSetsUtilization)
+	return out
+}
+
+// checkOnline builds a Cluster, which checks everything against the API,
+// and fills in the resolved parts of the plan.
+func checkOnline(ctx context.Context, cfg *config.Config, res *validateResult, log *zap.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, onlineTimeout)
+	defer cancel()
+	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	defer func() {
+		// Nothing is in flight: Close only stops the poller.
+		_ = closeCluster(c, time.Second)
+	}()
+	res.Warnings = append([]string{}, c.Warnings()...)
+
+	types, err := c.ServerTypes(ctx)
+	if err != nil {
+		return fmt.Errorf("listing server types: %w", err)
+	}
+	byName := make(map[string]*servercache.ServerType, len(types))
+	for _, t := range types {
+		byName[t.Name] = t
+	}
+	pricing, _, err := c.Client().Pricing.Get(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the pricing: %w", err)
+	}
+	// The Cluster resolved every image already but keeps the result to
+	// itself; a resolver of our own costs one request per spec.
+	images := imageresolve.New(&c.Client().Image, imageresolve.WithLogger(log))
+	defer images.Close()
+	for i := range cfg.Pools {
+		p, pp := &cfg.Pools[i], &res.Pools[i]
+		t := byName[p.ServerType]
+		if t == nil {
+			// New checked that it exists; a catalogue change since is
+			// worth saying.
+			errs = append(errs, fmt.Errorf("--nodes %s: server type %q does not exist", p.Name, p.ServerType))
+			continue
+		}
+		pp.Arch, pp.Cores, pp.MemoryGB = string(t.Arch), t.Cores, t.MemoryGB
+		if loc, ok := t.Locations[p.Location]; ok && loc.HasPrice {
+			net, gross := loc.PriceHourlyNet, loc.PriceHourlyGross
+			pp.PriceHourlyNet, pp.PriceHourlyGross, pp.Currency = &net, &gross, pricing.Currency
+		}
+		img, err := images.ResolvePool(ctx, p, t.Arch)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--nodes %s: image for %s: %w", p.Name, t.Arch, err))
+			continue
+		}
+		pp.Image = &imagePlan{ID: img.ID, Name: img.Name, Description: img.Description, Type: img.Type, Deprecated: img.Deprecated}
+	}
+	return errors.Join(errs...)
+}
+
+// onlineTimeout bounds the requests of validate --online.
+const onlineTimeout = time.Minute
+
+func printValidate(w io.Writer, res *validateResult) {
+	if len(res.Problems) > 0 {
+		fmt.Fprintf(w, "%s:\n", capitalise(plural(len(res.Problems), "problem")))
+		printProblems(w, res.Problems)
+	}
+	if len(res.Warnings) > 0 {
+		if len(res.Problems) > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s:\n", capitalise(plural(len(res.Warnings), "warning")))
+		for _, warn := range res.Warnings {
+			fmt.Fprintf(w, "  %s\n", warn)
+		}
+	}
+	if len(res.Pools) > 0 && (len(res.Problems) > 0 || len(res.Warnings) > 0) {
+		fmt.Fprintln(w)
+	}
+	for i, p := range res.Pools {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		printPlan(w, &p)
+	}
+	if len(res.Pools) > 0 {
+		fmt.Fprintln(w)
+	}
+	switch {
+	case !res.Valid:
+		fmt.Fprintf(w, "The configuration is not valid: fix the %s above.\n", plural(len(res.Problems), "problem"))
+	case res.Online:
+		fmt.Fprintf(w, "The configuration is valid, checked against the API (%s).\n", poolCount(res))
+	default:
+		fmt.Fprintf(w, "The configuration is valid (%s); add --online to check it against the API.\n", poolCount(res))
+	}
+}
+
+func poolCount(res *validateResult) string {
+	s := plural(len(res.Pools), "pool")
+	if res.Source != "" {
+		s += " from " + res.Source
+	}
+	if res.Cluster != "" {
+		s += fmt.Sprintf(", cluster %q", res.Cluster)
+	}
+	return s
+}
+
+func capitalise(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// printPlan writes one pool's plan as aligned "key value" lines.
+func printPlan(w io.Writer, p *poolPlan) {
+	fmt.Fprintf(w, "Pool %s\n", p.Name)
+	tb := newTable(w)
+	kv := func(k string, v any) { tb.row("  "+k, v) }
+	kv("size", fmt.Sprintf("min %d, max %d", p.MinSize, p.MaxSize))
+	st := fmt.Sprintf("%s in %s", p.ServerType, p.Location)
+	if p.Arch != "" {
+		st += fmt.Sprintf(" (%s, %d cores, %g GB)", p.Arch, p.Cores, p.MemoryGB)
+	}
+	kv("server type", st)
+	if p.Image != nil {
+		img := fmt.Sprintf("%d", p.Image.ID)
+		if p.Image.Name != "" {
+			img += " " + p.Image.Name
+		} else if p.Image.Description != "" {
+			img += fmt.Sprintf(" %q", p.Image.Description)
+		}
+		img += " (" + p.Image.Type
+		if p.Image.Deprecated {
+			img += ", deprecated"
+		}
+		img += ") from spec " + string(p.ImageSpecs.ForArch(config.Arch(p.Arch)))
+		kv("image", img)
+	} else {
+		kv("image specs", fmt.Sprintf("amd64 %s, arm64 %s", p.ImageSpecs.AMD64, p.ImageSpecs.ARM64))
+	}
+	if p.PriceHourlyNet != nil {
+		kv("price", fmt.Sprintf("%.4f %s per hour net, %.4f gross", *p.PriceHourlyNet, p.Currency, *p.PriceHourlyGross))
+	}
+	nw := orDash(p.Network)
+	if p.SubnetIPRange != "" {
+		nw += ", subnet " + p.SubnetIPRange
+	}
+	kv("network", nw)
+	kv("public IPs", fmt.Sprintf("IPv4 %s, IPv6 %s", yesNo(p.PublicIPv4), yesNo(p.PublicIPv6)))
+	kv("firewalls", orDash(strings.Join(p.Firewalls, ", ")))
+	kv("SSH keys", orDash(strings.Join(p.SSHKeys, ", ")))
+	kv("placement group", orDash(p.PlacementGroup))
+	kv("labels", orDash(joinLabels(p.Labels)))
+	kv("taints", orDash(strings.Join(p.Taints, ", ")))
+	kv("server labels", orDash(joinLabels(p.ServerLabels)))
+	kv("max pods", p.MaxPods)
+	kv("reserved", orDash(joinLabels(p.Reserved)))
+	kv("autoscaling", orDash(joinLabels(p.Autoscaling)))
+	kv("cloud-init", plural(p.CloudInitBytes, "byte"))
+	tb.flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// joinLabels writes labels as "k=v, k=v", sorted by key.
+func joinLabels(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+)
+
+func TestValidateExampleConfig(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	env := p.env(t, nil)
+
+	for _, online := range []bool{false, true} {
+		args := append([]string{"--output=json"}, exampleNodes...)
+		if online {
+			args = append(args, "--online")
+		}
+		r := runCmd(t, runValidate, env, args...)
+		if r.code != exitOK {
+			t.Fatalf("validate %q = %d, want %d; stdout:\n%s\nstderr:\n%s", args, r.code, exitOK, r.stdout, r.stderr)
+		}
+		res := decodeJSON[validateResult](t, r)
+		if !res.Valid || res.Online != online || len(res.Problems) != 0 {
+			t.Errorf("validate %q: valid %v, online %v, problems %v; want valid, online %v, no problems", args, res.Valid, res.Online, res.Problems, online)
+		}
+		var names []string
+		for _, pp := range res.Pools {
+			names = append(names, pp.Name)
+		}
+		if diff := cmp.Diff([]string{"workers", "arm-batch", "arm-batch-hel1"}, names); diff != "" {
+			t.Errorf("validate %q pools (-want +got):\n%s", args, diff)
+		}
+		if !online {
+			if res.Pools[1].Image != nil || res.Pools[1].PriceHourlyNet != nil {
+				t.Errorf("validate offline resolved an image or price: %+v", res.Pools[1])
+			}
+			continue
+		}
+		for _, pp := range res.Pools {
+			if pp.Image == nil || pp.PriceHourlyNet == nil || *pp.PriceHourlyNet <= 0 || pp.Currency != "EUR" {
+				t.Errorf("validate --online pool %s: image %+v, price %v %q; want an image and a positive EUR price", pp.Name, pp.Image, pp.PriceHourlyNet, pp.Currency)
+			}
+		}
+		arm := res.Pools[1]
+		if arm.Arch != "arm64" || arm.Image == nil || arm.Image.ID != p.armSnapshot || arm.Image.Type != "snapshot" {
+			t.Errorf("validate --online arm-batch: arch %q, image %+v; want arm64 and snapshot %d (picked by its labels)", arm.Arch, arm.Image, p.armSnapshot)
+		}
+		if workers := res.Pools[0]; workers.Arch != "amd64" || workers.Image == nil || workers.Image.Name != "ubuntu-24.04" {
+			t.Errorf("validate --online workers: arch %q, image %+v; want amd64 and ubuntu-24.04", workers.Arch, workers.Image)
+		}
+	}
+
+	// The table names what the JSON holds.
+	r := runCmd(t, runValidate, env, append([]string{"--online"}, exampleNodes...)...)
+	for _, want := range []string{
+		"Pool arm-batch\n",
+		"cax21 in nbg1 (arm64, ",
+		`"k8s node v1.35 arm64" (snapshot) from spec k8s-node=true,kubernetes=v1.35`,
+		"EUR per hour net",
+		"workload=batch:NoSchedule",
+		"cpu=200m, ephemeral-storage=2Gi, memory=1Gi",
+		"The configuration is valid, checked against the API (3 pools from HCLOUD_CLUSTER_CONFIG_FILE, cluster \"prod\").",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("validate --online output lacks %q; output:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "echo joined") {
+		t.Errorf("validate printed cloud-init user data:\n%s", r.stdout)
+	}
+}
+
+func TestValidateProblems(t *testing.T) {
+	t.Parallel()
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+	for _, c := range []struct {
+		name   string
+		extra  map[string]string
+		nodes  []string
+		online bool
+		// setup changes the fake project before an online check.
+		setup func(t *testing.T, p *fakeProject)
+		want  []problem
+	}{
+		{
+			name:  "no token, bad boolean, bad timeout: all at once",
+			extra: map[string]string{config.EnvToken: "", config.EnvPublicIPv4: "maybe", config.EnvServerCreationTimeout: "-5"},
+			nodes: []string{"--nodes=0:10:cpx31:fsn1:workers"},
+			want: []problem{
+				{"HCLOUD_TOKEN", "required (or HCLOUD_TOKEN_FILE)"},
+				{"HCLOUD_PUBLIC_IPV4", `"maybe" is not a boolean (true, false, 1, 0, ...)`},
+				{"HCLOUD_SERVER_CREATION_TIMEOUT", "-5 minutes is not positive"},
+			},
+		},
+		{
+			name:  "invalid pool name and sizes",
+			nodes: []string{"--nodes=3:1:cpx31:fsn1:Workers_1"},
+			want: []problem{
+				{"--nodes[0]", "min size 3 is greater than max size 1"},
+				{"--nodes[0]", `pool name "Workers_1" contains 'W', '_': only lower-case letters, digits and '-' are allowed`},
+			},
+		},
+		{
+			name:  "no pools",
+			nodes: nil,
+			want:  []problem{{"--nodes", "no pools: give at least one --nodes=" + config.NodeSpecFormat}},
+		},
+		{
+			name: "unknown JSON key and bad taint effect",
+			extra: map[string]string{config.EnvClusterConfig: b64(`{"nodeConfigs": {"workers": {
+				"cloudInit": "#cloud-config\n", "taints:": [], "taints": [{"key": "a", "value": "b", "effect": "NoSchedul"}]}}}`)},
+			nodes: []string{"--nodes=0:10:cpx31:fsn1:workers"},
+			want: []problem{
+				{`nodeConfigs.workers["taints:"]`, `unknown key, did you mean "taints" (keys are case-sensitive)`},
+				{"nodeConfigs.workers.taints[0].effect", `"NoSchedul" is not one of NoSchedule, PreferNoSchedule, NoExecute`},
+			},
+		},
+		{
+			name:   "missing firewall, SSH key and network",
+			extra:  map[string]string{config.EnvFirewall: "nodes,nope", config.EnvSSHKey: "gone", config.EnvNetwork: "k9s"},
+			nodes:  exampleNodes,
+			online: true,
+			want: []problem{
+				{"HCLOUD_NETWORK", `network "k9s" does not exist`},
+				{"HCLOUD_SSH_KEY[0]", `SSH key "gone" does not exist`},
+				{"HCLOUD_FIREWALL[1]", `firewall "nope" does not exist`},
+			},
+		},
+		{
+			name:   "placement group taken by other servers",
+			nodes:  exampleNodes,
+			online: true,
+			setup: func(t *testing.T, p *fakeProject) {
+				for range 3 {
+					if _, err := p.api.AddServer(hcloudtest.ServerInfo{PlacementGroup: p.spread}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			want: []problem{{"nodeConfigs.workers.placementGroup",
+				`placement group "workers-spread" has room for 7 servers (3 of 10 taken by other servers) but pools workers may grow to 10`}},
+		},
+		{
+			name:   "server type not available in its location",
+			nodes:  exampleNodes,
+			online: true,
+			setup: func(t *testing.T, p *fakeProject) {
+				if err := p.api.SetServerTypeAvailable("cax21", "nbg1", false); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want:   []problem{{"--nodes arm-batch", `server type "cax21" is not available in location "nbg1"`}},
+		},
+		{
+			name:   "placement group too small",
+			nodes:  []string{"--nodes=0:11:cpx31:fsn1:workers", "--nodes=0:5:cax21:hel1:arm-batch-hel1"},
+			want: []problem{{"nodeConfigs.workers.placementGroup",
+				`placement group "workers-spread" would hold up to 11 servers (workers max 11), a spread placement group holds at most 10`}},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := newFakeProject(t)
+			if c.setup != nil {
+				c.setup(t, p)
+			}
+			args := append([]string{"--output=json"}, c.nodes...)
+			if c.online {
+				args = append(args, "--online")
+			}
+			r := runCmd(t, runValidate, p.env(t, c.extra), args...)
+			if r.code != exitFailure {
+				t.Errorf("validate = %d, want %d; stderr:\n%s", r.code, exitFailure, r.stderr)
+			}
+			res := decodeJSON[validateResult](t, r)
+			if diff := cmp.Diff(c.want, res.Problems); diff != "" {
+				t.Errorf("validate problems (-want +got):\n%s", diff)
+			}
+			if res.Valid {
+				t.Error("validate: valid = true, want false")
+			}
+
+			// The table shows the same problems, one per line.
+			r = runCmd(t, runValidate, p.env(t, c.extra), args[1:]...)
+			for _, pr := range c.want {
+				if !strings.Contains(r.stdout, "  "+pr.String()+"\n") {
+					t.Errorf("validate table lacks the line %q; output:\n%s", pr.String(), r.stdout)
+				}
+			}
+			if !strings.Contains(r.stdout, "The configuration is not valid") || r.code != exitFailure {
+				t.Errorf("validate table = %d, %q; want %d and a verdict", r.code, r.stdout, exitFailure)
+			}
+		})
+	}
+}
+
+func TestValidateWrongToken(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t, hcloudtest.WithToken("right"))
+	r := runCmd(t, runValidate, p.env(t, map[string]string{config.EnvToken: "wrong"}), append([]string{"--online"}, exampleNodes...)...)
+	if r.code != exitFailure || !strings.Contains(r.stdout, "unauthorized") {
+		t.Errorf("validate --online with a wrong token = %d, stdout %q; want %d and unauthorized", r.code, r.stdout, exitFailure)
+	}
+	if strings.Contains(r.stdout+r.stderr, "wrong") {
+		t.Errorf("validate printed the token:\n%s%s", r.stdout, r.stderr)
+	}
+}
+
+func TestValidateUsage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"help", []string{"--help"}, exitOK, "Usage: hcloudscale validate", ""},
+		{"bad output", []string{"--output=yaml"}, exitUsage, "", `--output "yaml": want table or json`},
+		{"argument", []string{"workers"}, exitUsage, "", `unexpected arguments ["workers"]`},
+		{"unknown flag", []string{"--onlien"}, exitUsage, "", "flag provided but not defined: -onlien"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCmd(t, runValidate, config.MapEnv(nil, nil), c.args...)
+			if r.code != c.wantCode || !strings.Contains(r.stdout, c.wantStdout) || !strings.Contains(r.stderr, c.wantStderr) {
+				t.Errorf("validate %q = %d, stdout %q, stderr %q; want %d, stdout containing %q, stderr containing %q",
+					c.args, r.code, r.stdout, r.stderr, c.wantCode, c.wantStdout, c.wantStderr)
+			}
+		})
+	}
+}
