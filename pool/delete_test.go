@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -432,6 +433,38 @@ func TestAtomicIncreaseSize(t *testing.T) {
 		}
 		if got := p.TargetSize(); got != 0 {
 			t.Errorf("TargetSize() = %d; want 0", got)
+		}
+	})
+	t.Run("ctx ends first: all rolled back", func(t *testing.T) {
+		e := newEnv(t, envOptions{fake: []hcloudtest.Option{hcloudtest.WithActionDuration("create_server", time.Hour)}})
+		p := e.newPool(poolConfig("workers", 0, 10))
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- p.AtomicIncreaseSize(ctx, 3) }()
+		var err error
+		// The clock moves only for the roll-back's deletes; the creates
+		// take an hour of it.
+		e.eventually("AtomicIncreaseSize", 0, func() bool {
+			select {
+			case err = <-done:
+				return true
+			default:
+				if ctx.Err() != nil {
+					e.clock.Advance(100 * time.Millisecond)
+				}
+				return false
+			}
+		})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("AtomicIncreaseSize(3) = %v; want DeadlineExceeded", err)
+		}
+		e.settle(p)
+		if got := e.servers("workers"); len(got) != 0 {
+			t.Errorf("servers after the roll-back = %+v; want none", got)
+		}
+		if got := p.Instances(); len(got) != 0 {
+			t.Errorf("Instances() after the roll-back = %+v; want none", got)
 		}
 	})
 }

@@ -199,3 +199,57 @@ func TestWaiterClose(t *testing.T) {
 	}
 	w.Close() // idempotent
 }
+
+// recordingClock records the waits the waiter asks for.
+type recordingClock struct {
+	countingClock
+	waits []time.Duration // guarded by countingClock.mu
+}
+
+func (c *recordingClock) After(d time.Duration) <-chan time.Time {
+	ch := c.clock.After(d)
+	c.mu.Lock()
+	c.armed++
+	c.waits = append(c.waits, d)
+	c.mu.Unlock()
+	return ch
+}
+
+func TestWaiterPollsSoonerWhileABatchFinishes(t *testing.T) {
+	clock := hcloudtest.NewManualClock(epoch)
+	fake := hcloudtest.NewServer(hcloudtest.WithClock(clock), hcloudtest.WithRateLimit(0, 0))
+	t.Cleanup(fake.Close)
+	client := fake.Client()
+	rec := &recordingClock{countingClock: countingClock{clock: clock}}
+	w := NewWaiter(&client.Action, WithWaiterClock(rec))
+	t.Cleanup(w.Close)
+
+	// Two creates (1 s each) started 500 ms apart, due at 1.0 s and 1.5 s.
+	a := createRaw(t, client, "first")
+	clock.Advance(500 * time.Millisecond)
+	b := createRaw(t, client, "second")
+	first := waitAsync(t.Context(), w, a)
+	second := waitAsync(t.Context(), w, b)
+	e := &env{t: t, clock: clock}
+	e.eventually("both registered and the first tick armed", 0, func() bool {
+		w.mu.Lock()
+		n := len(w.byID)
+		w.mu.Unlock()
+		return n == 2 && rec.count() == 1
+	})
+	clock.Advance(DefaultPollInterval) // 1.0 s: the first is done, the second runs
+	if err := receive(t, first, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the next tick to be armed", 0, func() bool { return rec.count() == 2 })
+	clock.Advance(time.Second)
+	if err := receive(t, second, clock); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.waits) < 2 || rec.waits[0] != DefaultPollInterval || rec.waits[1] > DefaultPollInterval/burstDivisor {
+		t.Errorf("waits = %v; want %s, then at most %s after a poll that finished part of the batch",
+			rec.waits, DefaultPollInterval, DefaultPollInterval/burstDivisor)
+	}
+}
