@@ -37,6 +37,7 @@ func commands() []command {
 		{name: "demo", summary: "scale pools against an in-memory Hetzner Cloud API: no token, no cluster", run: runDemo},
 		{name: "serve", summary: "serve the Cluster Autoscaler's externalgrpc protocol", run: runServe},
 		{name: "validate", summary: "check a configuration, offline or against the API (--online), and print the plan per pool", run: runValidate},
+		{name: "status", summary: "show pools, servers by state, errors and the API budget left", run: runStatus},
 	}
 }
 

@@ -156,11 +156,11 @@ func TestValidateProblems(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want:   []problem{{"--nodes arm-batch", `server type "cax21" is not available in location "nbg1"`}},
+			want: []problem{{"--nodes arm-batch", `server type "cax21" is not available in location "nbg1"`}},
 		},
 		{
-			name:   "placement group too small",
-			nodes:  []string{"--nodes=0:11:cpx31:fsn1:workers", "--nodes=0:5:cax21:hel1:arm-batch-hel1"},
+			name:  "placement group too small",
+			nodes: []string{"--nodes=0:11:cpx31:fsn1:workers", "--nodes=0:5:cax21:hel1:arm-batch-hel1"},
 			want: []problem{{"nodeConfigs.workers.placementGroup",
 				`placement group "workers-spread" would hold up to 11 servers (workers max 11), a spread placement group holds at most 10`}},
 		},

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/pool"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+func statusHelp(fs *flag.FlagSet) func(io.Writer) {
+	return func(w io.Writer) {
+		fmt.Fprint(w, `Usage: hcloudscale status --nodes=<min>:<max>:<type>:<location>:<pool> [--nodes=...] [flags]
+
+Shows each pool as the autoscaler sees it: min, max and target size, its servers by
+state, the instances that need attention with their errors (servers that never started,
+servers in status unknown), whether the pool's server type can be ordered in its location,
+and the API rate-limit budget left.
+
+status builds its own view from the API (one server listing, which is all the pools'
+servers: a few requests). Pending creates and the placeholders of failed creates of a
+running autoscaler live in that process's memory; its metrics (hcloudscale_pool_*) show
+them.
+
+Flags:
+`)
+		printFlags(w, fs)
+		fmt.Fprintln(w)
+		fmt.Fprint(w, envHelp)
+		fmt.Fprint(w, "\nExit codes: 0 success, 1 failure (reported on stderr), 2 bad usage.\n")
+	}
+}
+
+// statusResult is the output of status.
+type statusResult struct {
+	ClusterName string          `json:"clusterName,omitempty"`
+	Pools       []poolStatus    `json:"pools"`
+	RateLimit   rateLimitStatus `json:"rateLimit"`
+	Warnings    []string        `json:"warnings"`
+}
+
+type poolStatus struct {
+	Name       string `json:"name"`
+	ServerType string `json:"serverType"`
+	Location   string `json:"location"`
+	MinSize    int    `json:"minSize"`
+	MaxSize    int    `json:"maxSize"`
+	Target     int    `json:"target"`
+	Running    int    `json:"running"`
+	Creating   int    `json:"creating"`
+	Deleting   int    `json:"deleting"`
+	// Failed counts the instances with an error; they are also counted
+	// by their state.
+	Failed        int `json:"failed"`
+	PendingClaims int `json:"pendingClaims"`
+	// Offering is "available", or "deprecated" with OrderableUntil, as
+	// the server-type catalogue says for the pool's location.
+	Offering       string                `json:"offering"`
+	OrderableUntil *time.Time            `json:"orderableUntil,omitempty"`
+	Instances      []instanceStatus      `json:"instances"`
+	Unavailable    []unavailableOffering `json:"unavailable"`
+}
+
+type instanceStatus struct {
+	ID       string       `json:"id"`
+	Name     string       `json:"name"`
+	ServerID int64        `json:"serverID,omitempty"`
+	State    string       `json:"state"`
+	Status   string       `json:"status,omitempty"`
+	Error    *errorStatus `json:"error,omitempty"`
+}
+
+type errorStatus struct {
+	Class   string `json:"class"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type unavailableOffering struct {
+	ServerType     string    `json:"serverType"`
+	Location       string    `json:"location"`
+	PlacementGroup string    `json:"placementGroup,omitempty"`
+	Code           string    `json:"code"`
+	Message        string    `json:"message"`
+	Until          time.Time `json:"until"`
+}
+
+// rateLimitStatus is hcloudscale.RateLimit for scripts.
+type rateLimitStatus struct {
+	Limit         int        `json:"limit"`
+	Remaining     int        `json:"remaining"`
+	Estimated     int        `json:"estimated"`
+	Reset         *time.Time `json:"reset,omitempty"`
+	WaitedSeconds float64    `json:"waitedSeconds"`
+	Got429        int        `json:"got429"`
+}
+
+func newRateLimitStatus(rl hcloudscale.RateLimit) rateLimitStatus {
+	s := rateLimitStatus{
+		Limit: rl.Limit, Remaining: rl.Remaining, Estimated: rl.Estimated,
+		WaitedSeconds: rl.Waited.Seconds(), Got429: rl.Got429,
+	}
+	if !rl.Reset.IsZero() {
+		r := rl.Reset.UTC()
+		s.Reset = &r
+	}
+	return s
+}
+
+// runStatus is "hcloudscale status".
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env config.Env) int {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	cf := registerConfigFlags(fs)
+	output := outputFlag(fs)
+	all := fs.Bool("instances", false, "list every instance of every pool, not only those with an error")
+	if code, ok := parseFlags(fs, args, stdout, stderr, statusHelp(fs)); !ok {
+		return code
+	}
+	if err := checkOutput(*output); err != nil {
+		return usageError(stderr, "status", err)
+	}
+	log, err := cf.logger(stderr)
+	if err != nil {
+		return usageError(stderr, "status", err)
+	}
+	cfg, err := config.Load(env, *cf.nodes)
+	if err != nil {
+		return reportConfigError(stderr, "status", "configuration", err)
+	}
+	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log))
+	if err != nil {
+		return reportConfigError(stderr, "status", "checking the configuration against the API", err)
+	}
+	defer func() { _ = closeCluster(c, time.Second) }()
+
+	res, err := clusterStatus(ctx, c)
+	if err != nil {
+		fmt.Fprintf(stderr, "hcloudscale status: %v\n", err)
+		return exitFailure
+	}
+	if *output == outputJSON {
+		if err := writeJSON(stdout, res); err != nil {
+			fmt.Fprintf(stderr, "hcloudscale status: %v\n", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+	printStatus(stdout, res, *all)
+	return exitOK
+}
+
+// clusterStatus collects the status of every pool of c.
+func clusterStatus(ctx context.Context, c *hcloudscale.Cluster) (*statusResult, error) {
+	if err := c.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	types, err := c.ServerTypes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing server types: %w", err)
+	}
+	byName := make(map[string]*servercache.ServerType, len(types))
+	for _, t := range types {
+		byName[t.Name] = t
+	}
+	res := &statusResult{
+		ClusterName: c.Config().ClusterName,
+		Pools:       []poolStatus{},
+		Warnings:    append([]string{}, c.Warnings()...),
+	}
+	for _, p := range c.Pools() {
+		res.Pools = append(res.Pools, newPoolStatus(p, byName[p.Config().ServerType]))
+	}
+	res.RateLimit = newRateLimitStatus(c.RateLimit())
+	return res, nil
+}
+
+func newPoolStatus(p *pool.Pool, t *servercache.ServerType) poolStatus {
+	pc := p.Config()
+	st := p.Status()
+	ps := poolStatus{
+		Name: p.Name(), ServerType: pc.ServerType, Location: pc.Location,
+		MinSize: st.MinSize, MaxSize: st.MaxSize, Target: st.Target,
+		Running: st.Running, Creating: st.Creating, Deleting: st.Deleting, Failed: st.Failed,
+		PendingClaims: st.PendingClaims,
+		Offering:      offering(t, pc.Location),
+		Instances:     []instanceStatus{},
+		Unavailable:   []unavailableOffering{},
+	}
+	if t != nil {
+		if loc := t.Locations[pc.Location]; loc.Deprecated && !loc.UnavailableAfter.IsZero() {
+			u := loc.UnavailableAfter.UTC()
+			ps.OrderableUntil = &u
+		}
+	}
+	for _, in := range p.Instances() {
+		ps.Instances = append(ps.Instances, newInstanceStatus(in))
+	}
+	for _, u := range st.Unavailable {
+		ps.Unavailable = append(ps.Unavailable, unavailableOffering{
+			ServerType: u.ServerType, Location: u.Location, PlacementGroup: u.PlacementGroup,
+			Code: u.Code, Message: u.Message, Until: u.Until.UTC(),
+		})
+	}
+	return ps
+}
+
+func newInstanceStatus(in pool.Instance) instanceStatus {
+	is := instanceStatus{ID: in.ID, Name: in.Name, ServerID: in.ServerID, State: in.State.String(), Status: string(in.Status)}
+	if in.Error != nil {
+		is.Error = &errorStatus{Class: in.Error.Class.String(), Code: in.Error.Code, Message: in.Error.Message}
+	}
+	return is
+}
+
+// offering says whether the catalogue offers the type in the location.
+func offering(t *servercache.ServerType, location string) string {
+	if t == nil {
+		return "unknown server type"
+	}
+	loc, ok := t.Locations[location]
+	switch {
+	case !ok:
+		return "not offered"
+	case !loc.Available:
+		return "unavailable"
+	case loc.Deprecated:
+		return "deprecated"
+	}
+	return "available"
+}
+
+func printStatus(w io.Writer, res *statusResult, all bool) {
+	if res.ClusterName != "" {
+		fmt.Fprintf(w, "Cluster %s\n\n", res.ClusterName)
+	}
+	tb := newTable(w, "POOL", "TYPE", "LOCATION", "MIN", "MAX", "TARGET", "RUNNING", "CREATING", "DELETING", "FAILED", "OFFERING")
+	for _, p := range res.Pools {
+		off := p.Offering
+		if p.OrderableUntil != nil {
+			off += " until " + p.OrderableUntil.Format(time.DateOnly)
+		}
+		tb.row(p.Name, p.ServerType, p.Location, p.MinSize, p.MaxSize, p.Target, p.Running, p.Creating, p.Deleting, p.Failed, off)
+	}
+	tb.flush()
+
+	var rows [][]any
+	for _, p := range res.Pools {
+		for _, in := range p.Instances {
+			if !all && in.Error == nil {
+				continue
+			}
+			errText := "-"
+			if in.Error != nil {
+				errText = fmt.Sprintf("%s %s: %s", in.Error.Class, in.Error.Code, in.Error.Message)
+			}
+			rows = append(rows, []any{p.Name, in.Name, in.ID, in.State, orDash(in.Status), errText})
+		}
+	}
+	if len(rows) > 0 {
+		if all {
+			fmt.Fprintf(w, "\nInstances\n")
+		} else {
+			fmt.Fprintf(w, "\nInstances with errors\n")
+		}
+		tb = newTable(w, "  POOL", "NAME", "ID", "STATE", "HETZNER", "ERROR")
+		for _, r := range rows {
+			r[0] = "  " + r[0].(string)
+			tb.row(r...)
+		}
+		tb.flush()
+	}
+
+	var unavailable []string
+	for _, p := range res.Pools {
+		for _, u := range p.Unavailable {
+			what := u.ServerType + " in " + u.Location
+			if u.PlacementGroup != "" {
+				what = "placement group " + u.PlacementGroup
+			}
+			unavailable = append(unavailable, fmt.Sprintf("  %s: %s until %s (%s: %s)", p.Name, what, u.Until.Format(time.TimeOnly), u.Code, u.Message))
+		}
+	}
+	if len(unavailable) > 0 {
+		fmt.Fprintf(w, "\nUnavailable offerings\n")
+		for _, u := range unavailable {
+			fmt.Fprintln(w, u)
+		}
+	}
+
+	if len(res.Warnings) > 0 {
+		fmt.Fprintf(w, "\nWarnings\n")
+		for _, warn := range res.Warnings {
+			fmt.Fprintf(w, "  %s\n", warn)
+		}
+	}
+
+	rl := res.RateLimit
+	fmt.Fprintf(w, "\nAPI budget: %d of %d requests left", rl.Remaining, rl.Limit)
+	if rl.Reset != nil {
+		fmt.Fprintf(w, ", full again at %s", rl.Reset.Local().Format(time.TimeOnly))
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+)
+
+// addServers puts servers into the project as another tool (or an earlier
+// autoscaler) left them, and returns their IDs by name.
+func addServers(t *testing.T, p *fakeProject, servers ...hcloudtest.ServerInfo) map[string]int64 {
+	t.Helper()
+	ids := map[string]int64{}
+	for _, s := range servers {
+		id, err := p.api.AddServer(s)
+		if err != nil {
+			t.Fatalf("AddServer(%s): %v", s.Name, err)
+		}
+		ids[s.Name] = id
+	}
+	return ids
+}
+
+// poolLabels are the server labels of a pool of the example's cluster.
+func poolLabels(pool, cluster string) map[string]string {
+	l := map[string]string{config.LabelNodeGroup: pool}
+	if cluster != "" {
+		l[config.LabelCluster] = cluster
+	}
+	return l
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	hourAgo := time.Now().Add(-time.Hour)
+	addServers(t, p,
+		hcloudtest.ServerInfo{Name: "workers-1", ServerType: "cpx31", Labels: poolLabels("workers", "prod")},
+		hcloudtest.ServerInfo{Name: "workers-2", ServerType: "cpx31", Labels: poolLabels("workers", "prod")},
+		// Left behind mid-create by a restart: never started.
+		hcloudtest.ServerInfo{Name: "workers-3", ServerType: "cpx31", Status: hcloud.ServerStatusStarting, Created: hourAgo, Labels: poolLabels("workers", "prod")},
+		hcloudtest.ServerInfo{Name: "workers-4", ServerType: "cpx31", Status: hcloud.ServerStatusUnknown, Labels: poolLabels("workers", "prod")},
+		hcloudtest.ServerInfo{Name: "arm-1", ServerType: "cax21", Location: "nbg1", Labels: poolLabels("arm-batch", "prod")},
+		// Not this cluster's.
+		hcloudtest.ServerInfo{Name: "staging-workers-1", ServerType: "cpx31", Labels: poolLabels("workers", "staging")},
+		hcloudtest.ServerInfo{Name: "bastion"},
+	)
+
+	r := runCmd(t, runStatus, p.env(t, nil), append([]string{"-o", "json"}, exampleNodes...)...)
+	if r.code != exitOK {
+		t.Fatalf("status = %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
+	}
+	res := decodeJSON[statusResult](t, r)
+	want := []poolStatus{
+		{Name: "workers", ServerType: "cpx31", Location: "fsn1", MinSize: 0, MaxSize: 10, Target: 4,
+			Running: 3, Creating: 1, Failed: 2, Offering: "available"},
+		{Name: "arm-batch", ServerType: "cax21", Location: "nbg1", MinSize: 0, MaxSize: 5, Target: 1,
+			Running: 1, Offering: "available"},
+		{Name: "arm-batch-hel1", ServerType: "cax21", Location: "hel1", MinSize: 0, MaxSize: 5, Offering: "available"},
+	}
+	if diff := cmp.Diff(want, res.Pools, cmpopts.IgnoreFields(poolStatus{}, "Instances", "Unavailable")); diff != "" {
+		t.Errorf("status pools (-want +got):\n%s", diff)
+	}
+	if res.ClusterName != "prod" {
+		t.Errorf("status clusterName = %q, want prod", res.ClusterName)
+	}
+
+	type inst struct{ Name, State, Status, Error string }
+	var got []inst
+	for _, in := range res.Pools[0].Instances {
+		i := inst{Name: in.Name, State: in.State, Status: in.Status}
+		if in.Error != nil {
+			i.Error = in.Error.Class + "/" + in.Error.Code
+		}
+		got = append(got, i)
+	}
+	wantInst := []inst{
+		{"workers-1", "running", "running", ""},
+		{"workers-2", "running", "running", ""},
+		{"workers-3", "creating", "starting", "Other/not-started"},
+		{"workers-4", "running", "unknown", "Other/unknown-status"},
+	}
+	if diff := cmp.Diff(wantInst, got); diff != "" {
+		t.Errorf("status workers instances (-want +got):\n%s", diff)
+	}
+	if rl := res.RateLimit; rl.Limit != hcloudtest.DefaultRateLimit || rl.Remaining <= 0 || rl.Remaining >= rl.Limit || rl.Reset == nil {
+		t.Errorf("status rateLimit = %+v; want limit %d, some of it spent, and a reset time", rl, hcloudtest.DefaultRateLimit)
+	}
+
+	// The table shows the same.
+	r = runCmd(t, runStatus, p.env(t, nil), exampleNodes...)
+	for _, want := range []string{
+		"Cluster prod\n",
+		"Instances with errors\n",
+		"workers-3",
+		"Other not-started: ",
+		"Other unknown-status: ",
+		"API budget: ",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status table lacks %q; output:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "workers-1") {
+		t.Errorf("status table lists a healthy instance without --instances:\n%s", r.stdout)
+	}
+	r = runCmd(t, runStatus, p.env(t, nil), append([]string{"--instances"}, exampleNodes...)...)
+	if !strings.Contains(r.stdout, "workers-1") || strings.Contains(r.stdout, "staging-workers-1") || strings.Contains(r.stdout, "bastion") {
+		t.Errorf("status --instances lists the wrong servers:\n%s", r.stdout)
+	}
+}
+
+func TestStatusFailures(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	for _, c := range []struct {
+		name       string
+		extra      map[string]string
+		args       []string
+		wantCode   int
+		wantStderr string
+	}{
+		{"bad config", map[string]string{config.EnvPublicIPv6: "perhaps"}, exampleNodes, exitFailure, `HCLOUD_PUBLIC_IPV6: "perhaps" is not a boolean`},
+		{"missing firewall", map[string]string{config.EnvFirewall: "gone"}, exampleNodes, exitFailure, `HCLOUD_FIREWALL[0]: firewall "gone" does not exist`},
+		{"bad output", nil, append([]string{"--output=yaml"}, exampleNodes...), exitUsage, `--output "yaml"`},
+		{"argument", nil, append([]string{"workers"}, exampleNodes...), exitUsage, `unexpected arguments ["workers"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCmd(t, runStatus, p.env(t, c.extra), c.args...)
+			if r.code != c.wantCode || !strings.Contains(r.stderr, c.wantStderr) {
+				t.Errorf("status = %d, stderr %q; want %d and %q", r.code, r.stderr, c.wantCode, c.wantStderr)
+			}
+		})
+	}
+}
