@@ -1,0 +1,300 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/pool"
+)
+
+func scaleHelp(fs *flag.FlagSet) func(io.Writer) {
+	return func(w io.Writer) {
+		fmt.Fprint(w, `Usage: hcloudscale scale POOL N --nodes=<min>:<max>:<type>:<location>:<pool> [--nodes=...] [flags]
+
+Sets the size of a pool by hand, within its min and max size, and waits until the pool
+has N running servers (and no server of it is being created or deleted), printing
+progress. Growing creates servers as the autoscaler would (same names, labels and
+settings); shrinking deletes servers with errors first, then servers still being
+created, then the newest.
+
+With --no-wait it returns once the API accepted every create and delete request. The
+servers' creation then goes on at Hetzner; servers of a pool with a subnet range are
+created stopped and must be attached and powered on by hcloudscale, so for such a pool
+scale waits for that in any case.
+
+Do not scale a pool by hand while an autoscaler manages it: the autoscaler may undo it.
+
+Flags:
+`)
+		printFlags(w, fs)
+		fmt.Fprintln(w)
+		fmt.Fprint(w, envHelp)
+		fmt.Fprint(w, "\nExit codes: 0 the pool reached the size, 1 failure or timeout (reported on stderr), 2 bad usage.\n")
+	}
+}
+
+// scaleResult is the output of scale.
+type scaleResult struct {
+	Pool     string   `json:"pool"`
+	From     int      `json:"from"`
+	To       int      `json:"to"`
+	Created  int      `json:"created"`
+	Deleted  []string `json:"deleted"`
+	Waited   bool     `json:"waited"`
+	Seconds  float64  `json:"seconds"`
+	Target   int      `json:"target"`
+	Running  int      `json:"running"`
+	Creating int      `json:"creating"`
+	Deleting int      `json:"deleting"`
+	Failed   int      `json:"failed"`
+	Errors   []string `json:"errors"`
+}
+
+// runScale is "hcloudscale scale POOL N".
+func runScale(ctx context.Context, args []string, stdout, stderr io.Writer, env config.Env) int {
+	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+	cf := registerConfigFlags(fs)
+	output := outputFlag(fs)
+	noWait := fs.Bool("no-wait", false, "return once the API accepted the create and delete requests")
+	timeout := fs.Duration("timeout", 15*time.Minute, "how long to wait for the pool to reach the size")
+	pos, code, ok := parseArgs(fs, args, stdout, stderr, scaleHelp(fs))
+	if !ok {
+		return code
+	}
+	if len(pos) != 2 {
+		return usageError(stderr, "scale", fmt.Errorf("want POOL and N, got %d arguments", len(pos)))
+	}
+	name := pos[0]
+	n, err := strconv.Atoi(pos[1])
+	if err != nil || n < 0 {
+		return usageError(stderr, "scale", fmt.Errorf("N %q: want a non-negative integer", pos[1]))
+	}
+	if err := checkOutput(*output); err != nil {
+		return usageError(stderr, "scale", err)
+	}
+	if *timeout <= 0 {
+		return usageError(stderr, "scale", fmt.Errorf("--timeout %s: want a positive duration", *timeout))
+	}
+	log, err := cf.logger(stderr)
+	if err != nil {
+		return usageError(stderr, "scale", err)
+	}
+
+	cfg, err := config.Load(env, *cf.nodes)
+	if err != nil {
+		return reportConfigError(stderr, "scale", "configuration", err)
+	}
+	pc := cfg.Pool(name)
+	if pc == nil {
+		var names []string
+		for _, p := range cfg.Pools {
+			names = append(names, p.Name)
+		}
+		return usageError(stderr, "scale", fmt.Errorf("pool %q is not configured; the pools are %s", name, strings.Join(names, ", ")))
+	}
+	if n < pc.MinSize || n > pc.MaxSize {
+		return usageError(stderr, "scale", fmt.Errorf("pool %s: size %d is outside its min size %d and max size %d", name, n, pc.MinSize, pc.MaxSize))
+	}
+
+	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log))
+	if err != nil {
+		return reportConfigError(stderr, "scale", "checking the configuration against the API", err)
+	}
+	progress := stdout
+	if *output == outputJSON {
+		progress = stderr
+	}
+	s := &scaler{cluster: c, pool: c.Pool(name), out: progress}
+	res, err := s.scale(ctx, n, !*noWait || pc.SubnetIPRange.IsValid(), *timeout)
+	// Creates in flight are left to Hetzner: their servers carry the
+	// pool's labels, so the autoscaler adopts them.
+	if cerr := closeCluster(c, time.Second); cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
+		log.Warn("closing the cluster", zap.Error(cerr))
+	}
+	if *output == outputJSON {
+		if jerr := writeJSON(stdout, res); jerr != nil {
+			fmt.Fprintf(stderr, "hcloudscale scale: %v\n", jerr)
+			return exitFailure
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "hcloudscale scale: %s\n", indent(err))
+		return exitFailure
+	}
+	return exitOK
+}
+
+// scaler sets one pool's size.
+type scaler struct {
+	cluster *hcloudscale.Cluster
+	pool    *pool.Pool
+	out     io.Writer
+}
+
+// pollEvery is how often scale looks at the pool while it waits; it reads
+// memory, not the API.
+const pollEvery = 100 * time.Millisecond
+
+func (s *scaler) scale(ctx context.Context, n int, wait bool, timeout time.Duration) (*scaleResult, error) {
+	p := s.pool
+	began := time.Now()
+	res := &scaleResult{Pool: p.Name(), From: p.TargetSize(), To: n, Deleted: []string{}, Errors: []string{}}
+	defer func() {
+		st := p.Status()
+		res.Seconds = time.Since(began).Seconds()
+		res.Target, res.Running, res.Creating, res.Deleting, res.Failed = st.Target, st.Running, st.Creating, st.Deleting, st.Failed
+	}()
+
+	switch from := res.From; {
+	case n > from:
+		if err := p.IncreaseSize(ctx, n-from); err != nil {
+			return res, fmt.Errorf("pool %s: %w", p.Name(), err)
+		}
+		res.Created = n - from
+		fmt.Fprintf(s.out, "%s: creating %s (target %d -> %d)\n", p.Name(), plural(n-from, "server"), from, n)
+	case n < from:
+		// Claims without a server go first and cost nothing; this process
+		// has none unless it created them, but the call is exact either way.
+		if err := p.DecreaseTargetSize(ctx, n-from); err != nil {
+			return res, fmt.Errorf("pool %s: %w", p.Name(), err)
+		}
+		victims := shrinkOrder(p.Instances())
+		victims = victims[:min(len(victims), p.TargetSize()-n)]
+		var ids []string
+		for _, in := range victims {
+			ids = append(ids, in.ID)
+		}
+		if len(ids) > 0 {
+			if err := p.DeleteInstances(ctx, ids); err != nil {
+				return res, fmt.Errorf("pool %s: %w", p.Name(), err)
+			}
+		}
+		for _, in := range victims {
+			res.Deleted = append(res.Deleted, in.Name)
+		}
+		fmt.Fprintf(s.out, "%s: deleting %s (target %d -> %d): %s\n", p.Name(), plural(len(victims), "server"), from, n, strings.Join(res.Deleted, ", "))
+	default:
+		fmt.Fprintf(s.out, "%s: target size is %d already\n", p.Name(), n)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res.Waited = wait
+	err := s.watch(ctx, func(st pool.Status, ins []pool.Instance) (bool, error) {
+		if failed := failedCreates(ins); len(failed) > 0 {
+			for _, in := range failed {
+				res.Errors = append(res.Errors, fmt.Sprintf("%s: %s %s: %s", in.Name, in.Error.Class, in.Error.Code, in.Error.Message))
+			}
+			return true, fmt.Errorf("pool %s: %s failed:\n%s", p.Name(), plural(len(failed), "create"), strings.Join(res.Errors, "\n"))
+		}
+		if !wait {
+			// Every create request was sent and accepted.
+			return !slices.ContainsFunc(ins, func(in pool.Instance) bool { return in.ServerID == 0 }), nil
+		}
+		return st.Target == n && st.Running == n && st.Creating == 0 && st.Deleting == 0, nil
+	})
+	if failed := failedCreates(p.Instances()); len(failed) > 0 {
+		// A placeholder lives in this process only; remove it so that the
+		// pool's target is what exists.
+		var ids []string
+		for _, in := range failed {
+			ids = append(ids, in.ID)
+		}
+		_ = p.DeleteInstances(context.WithoutCancel(ctx), ids)
+	}
+	if err != nil {
+		return res, err
+	}
+	if wait {
+		fmt.Fprintf(s.out, "%s: %s running after %s\n", p.Name(), plural(n, "server"), since(began))
+	} else {
+		fmt.Fprintf(s.out, "%s: requests accepted after %s; not waiting for the servers\n", p.Name(), since(began))
+	}
+	return res, nil
+}
+
+// watch prints the pool's state whenever it changes, until done says so
+// or ctx ends.
+func (s *scaler) watch(ctx context.Context, done func(pool.Status, []pool.Instance) (bool, error)) error {
+	began := time.Now()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	last := ""
+	for {
+		ins := s.pool.Instances()
+		st := s.pool.Status()
+		if line := statusLine(st); line != last {
+			last = line
+			fmt.Fprintf(s.out, "  [%5.1fs] %s\n", time.Since(began).Seconds(), line)
+		}
+		if ok, err := done(st, ins); ok || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("pool %s: timed out after %s: %s", s.pool.Name(), since(began), statusLine(s.pool.Status()))
+			}
+			return fmt.Errorf("pool %s: %w", s.pool.Name(), ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// statusLine is "target 3, 1 running, 2 creating".
+func statusLine(st pool.Status) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "target %d", st.Target)
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{st.Running, "running"}, {st.Creating, "creating"}, {st.Deleting, "deleting"}, {st.Failed, "failed"}} {
+		if c.n > 0 {
+			fmt.Fprintf(&b, ", %d %s", c.n, c.what)
+		}
+	}
+	return b.String()
+}
+
+// failedCreates are the placeholders of claims whose create failed.
+func failedCreates(ins []pool.Instance) []pool.Instance {
+	var out []pool.Instance
+	for _, in := range ins {
+		if in.Error != nil && in.ServerID == 0 {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// shrinkOrder lists the instances a shrink removes, in order: those with
+// an error, then those still being created, then running servers from the
+// newest. Instances being deleted already are left out.
+func shrinkOrder(ins []pool.Instance) []pool.Instance {
+	rank := func(in pool.Instance) int {
+		switch {
+		case in.Error != nil:
+			return 0
+		case in.State == pool.Creating:
+			return 1
+		}
+		return 2
+	}
+	out := slices.DeleteFunc(slices.Clone(ins), func(in pool.Instance) bool { return in.State == pool.Deleting })
+	slices.SortStableFunc(out, func(a, b pool.Instance) int {
+		return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(b.ServerID, a.ServerID))
+	})
+	return out
+}

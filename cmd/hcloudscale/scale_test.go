@@ -1,0 +1,193 @@
+package main
+
+import (
+	"encoding/base64"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+)
+
+// serversOf returns the names and statuses of a pool's servers in the
+// fake project, in ID order.
+func serversOf(t *testing.T, p *fakeProject, pool string) []hcloudtest.ServerInfo {
+	t.Helper()
+	servers, err := p.api.Servers(config.LabelNodeGroup + "=" + pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return servers
+}
+
+func TestScaleUpAndDown(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t, hcloudtest.WithDefaultActionDuration(0))
+	env := p.env(t, nil)
+
+	r := runCmd(t, runScale, env, append([]string{"workers", "3", "--output=json"}, exampleNodes...)...)
+	if r.code != exitOK {
+		t.Fatalf("scale workers 3 = %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
+	}
+	res := decodeJSON[scaleResult](t, r)
+	want := scaleResult{Pool: "workers", From: 0, To: 3, Created: 3, Deleted: []string{}, Waited: true,
+		Target: 3, Running: 3, Errors: []string{}}
+	if diff := cmp.Diff(want, res, cmpopts.IgnoreFields(scaleResult{}, "Seconds")); diff != "" {
+		t.Errorf("scale workers 3 (-want +got):\n%s", diff)
+	}
+	servers := serversOf(t, p, "workers")
+	if len(servers) != 3 {
+		t.Fatalf("after scale workers 3 the project has %d workers, want 3", len(servers))
+	}
+	for _, s := range servers {
+		// The example pool has a subnet: created stopped, attached, powered on.
+		if s.Status != hcloud.ServerStatusRunning || len(s.Networks) != 1 || s.Labels[config.LabelCluster] != "prod" || s.ServerType != "cpx31" {
+			t.Errorf("server %s: status %s, networks %v, labels %v, type %s; want running in the network with the cluster label, cpx31",
+				s.Name, s.Status, s.Networks, s.Labels, s.ServerType)
+		}
+	}
+	if !strings.Contains(r.stderr, "workers: creating 3 servers (target 0 -> 3)") || !strings.Contains(r.stderr, "target 3, 3 running") {
+		t.Errorf("scale progress (stderr with --output json) lacks the plan or the final state:\n%s", r.stderr)
+	}
+
+	// Shrinking deletes the newest servers.
+	r = runCmd(t, runScale, env, append([]string{"workers", "1", "-o", "json"}, exampleNodes...)...)
+	if r.code != exitOK {
+		t.Fatalf("scale workers 1 = %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
+	}
+	res = decodeJSON[scaleResult](t, r)
+	wantDeleted := []string{servers[2].Name, servers[1].Name}
+	if diff := cmp.Diff(wantDeleted, res.Deleted); diff != "" {
+		t.Errorf("scale workers 1 deleted (-want +got):\n%s", diff)
+	}
+	if res.From != 3 || res.Target != 1 || res.Running != 1 || res.Deleting != 0 {
+		t.Errorf("scale workers 1: %+v; want from 3 to target 1, 1 running, none deleting", res)
+	}
+	left := serversOf(t, p, "workers")
+	if len(left) != 1 || left[0].ID != servers[0].ID {
+		t.Errorf("after scale workers 1 the project has %v, want only %s", left, servers[0].Name)
+	}
+
+	// The same size again changes nothing; flags may come first.
+	r = runCmd(t, runScale, env, append(slices.Clone(exampleNodes), "workers", "1")...)
+	if r.code != exitOK || !strings.Contains(r.stdout, "workers: target size is 1 already") {
+		t.Errorf("scale workers 1 again = %d, stdout %q; want %d and no change", r.code, r.stdout, exitOK)
+	}
+}
+
+// simpleConfigEnv is the example project with a one-pool config without
+// a subnet, whose servers start with their create request.
+func simpleConfigEnv(t *testing.T, p *fakeProject) config.Env {
+	doc := `{"clusterName": "prod", "nodeConfigs": {"workers": {"cloudInit": "#cloud-config\n"}}}`
+	return p.env(t, map[string]string{
+		config.EnvClusterConfigFile: "",
+		config.EnvClusterConfig:     base64.StdEncoding.EncodeToString([]byte(doc)),
+	})
+}
+
+func TestScaleNoWait(t *testing.T) {
+	t.Parallel()
+	// Servers take an hour to create: only --no-wait returns.
+	p := newFakeProject(t, hcloudtest.WithActionDuration("create_server", time.Hour))
+	r := runCmd(t, runScale, simpleConfigEnv(t, p), "workers", "2", "--no-wait", "--nodes=0:5:cpx31:fsn1:workers", "--output=json")
+	if r.code != exitOK {
+		t.Fatalf("scale --no-wait = %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
+	}
+	res := decodeJSON[scaleResult](t, r)
+	if res.Waited || res.Created != 2 || res.Target != 2 {
+		t.Errorf("scale --no-wait: %+v; want 2 created, target 2, not waited", res)
+	}
+	servers := serversOf(t, p, "workers")
+	if len(servers) != 2 {
+		t.Fatalf("after scale --no-wait the project has %d workers, want 2 (requests accepted)", len(servers))
+	}
+	for _, s := range servers {
+		if s.Status != hcloud.ServerStatusInitializing {
+			t.Errorf("server %s is %s, want initializing", s.Name, s.Status)
+		}
+	}
+}
+
+func TestScaleFailures(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name       string
+		opts       []hcloudtest.Option
+		setup      func(p *fakeProject)
+		args       []string
+		wantStderr string
+		wantStatus int
+	}{
+		{
+			name:       "sold out",
+			setup:      func(p *fakeProject) { p.api.SetUnavailable("cpx31", "fsn1", true) },
+			args:       []string{"workers", "2"},
+			wantStderr: "pool workers: 2 creates failed:\n  workers-",
+		},
+		{
+			name:       "timeout",
+			opts:       []hcloudtest.Option{hcloudtest.WithActionDuration("create_server", time.Hour)},
+			args:       []string{"workers", "1", "--timeout=300ms"},
+			wantStderr: "pool workers: timed out after",
+			// The create request went through; the server stays and is
+			// adopted by whoever manages the pool next.
+			wantStatus: 1,
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := newFakeProject(t, c.opts...)
+			if c.setup != nil {
+				c.setup(p)
+			}
+			r := runCmd(t, runScale, simpleConfigEnv(t, p), append(c.args, "--nodes=0:5:cpx31:fsn1:workers")...)
+			if r.code != exitFailure || !strings.Contains(r.stderr, c.wantStderr) {
+				t.Errorf("scale %q = %d, stderr %q; want %d and %q", c.args, r.code, r.stderr, exitFailure, c.wantStderr)
+			}
+			if n := len(serversOf(t, p, "workers")); n != c.wantStatus {
+				t.Errorf("after scale %q the project has %d workers, want %d", c.args, n, c.wantStatus)
+			}
+		})
+	}
+}
+
+func TestScaleUsage(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	env := p.env(t, nil)
+	for _, c := range []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string
+	}{
+		{"help", []string{"--help"}, exitOK, "Usage: hcloudscale scale POOL N", ""},
+		{"no arguments", exampleNodes, exitUsage, "", "want POOL and N, got 0 arguments"},
+		{"three arguments", append([]string{"workers", "1", "2"}, exampleNodes...), exitUsage, "", "want POOL and N, got 3 arguments"},
+		{"N not a number", append([]string{"workers", "three"}, exampleNodes...), exitUsage, "", `N "three": want a non-negative integer`},
+		{"N negative", append(slices.Clone(exampleNodes), "workers", "--", "-1"), exitUsage, "", `N "-1": want a non-negative integer`},
+		{"N negative without --", append([]string{"workers", "-1"}, exampleNodes...), exitUsage, "", "flag provided but not defined: -1"},
+		{"unknown pool", append([]string{"wrokers", "1"}, exampleNodes...), exitUsage, "", `pool "wrokers" is not configured; the pools are workers, arm-batch, arm-batch-hel1`},
+		{"above max", append([]string{"workers", "11"}, exampleNodes...), exitUsage, "", "pool workers: size 11 is outside its min size 0 and max size 10"},
+		{"bad timeout", append([]string{"workers", "1", "--timeout=0s"}, exampleNodes...), exitUsage, "", "--timeout 0s: want a positive duration"},
+		{"bad config", []string{"workers", "1"}, exitFailure, "", "--nodes: no pools"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCmd(t, runScale, env, c.args...)
+			if r.code != c.wantCode || !strings.Contains(r.stdout, c.wantStdout) || !strings.Contains(r.stderr, c.wantStderr) {
+				t.Errorf("scale %q = %d, stdout %q, stderr %q; want %d, stdout containing %q, stderr containing %q",
+					c.args, r.code, r.stdout, r.stderr, c.wantCode, c.wantStdout, c.wantStderr)
+			}
+		})
+	}
+	if n := len(serversOf(t, p, "workers")); n != 0 {
+		t.Errorf("bad usage created %d servers", n)
+	}
+}
