@@ -39,6 +39,7 @@ func commands() []command {
 		{name: "validate", summary: "check a configuration, offline or against the API (--online), and print the plan per pool", run: runValidate},
 		{name: "status", summary: "show pools, servers by state, errors and the API budget left", run: runStatus},
 		{name: "scale", summary: "set a pool's size by hand and wait until its servers run", run: runScale},
+		{name: "cleanup", summary: "list this cluster's servers and, with --yes, delete them (after terraform destroy)", run: runCleanup},
 	}
 }
 

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/pool"
+)
+
+func cleanupHelp(fs *flag.FlagSet) func(io.Writer) {
+	return func(w io.Writer) {
+		fmt.Fprint(w, `Usage: hcloudscale cleanup --nodes=<min>:<max>:<type>:<location>:<pool> [--nodes=...] [--yes] [flags]
+
+Lists every server of this cluster's pools and, with --yes only, deletes them and waits
+until they are gone: the servers an autoscaler created, which "terraform destroy" does not
+know about. Without --yes it is a dry run that only lists them.
+
+A server belongs to the cluster by its labels, as hcloudscale creates them:
+  hcloud/node-group=<pool>        for each pool given with --nodes (every pool with --all-pools)
+  hcloudscale/cluster=<name>      when a cluster name is set (clusterName, HCLOUD_CLUSTER_NAME)
+Without a cluster name, servers labelled for a named cluster are left alone.
+Servers without these labels are never touched.
+
+It reads the same environment and --nodes flags as the autoscaler, but does not check
+the network, firewalls or other references, which may be gone already.
+
+Flags:
+`)
+		printFlags(w, fs)
+		fmt.Fprintln(w)
+		fmt.Fprint(w, envHelp)
+		fmt.Fprint(w, "\nExit codes: 0 success (or nothing to do), 1 a delete failed (reported on stderr), 2 bad usage.\n")
+	}
+}
+
+// cleanupResult is the output of cleanup.
+type cleanupResult struct {
+	Selector string          `json:"selector"`
+	DryRun   bool            `json:"dryRun"`
+	Servers  []cleanupServer `json:"servers"`
+	// Deleted names the servers whose delete the API accepted (or that
+	// were being deleted already).
+	Deleted []string `json:"deleted"`
+	Errors  []string `json:"errors"`
+}
+
+type cleanupServer struct {
+	ID         int64     `json:"id"`
+	Name       string    `json:"name"`
+	Pool       string    `json:"pool"`
+	Cluster    string    `json:"cluster,omitempty"`
+	Status     string    `json:"status"`
+	ServerType string    `json:"serverType"`
+	Location   string    `json:"location"`
+	Created    time.Time `json:"created"`
+}
+
+// cleanupConcurrency bounds the delete requests in flight.
+const cleanupConcurrency = 10
+
+// runCleanup is "hcloudscale cleanup".
+func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, env config.Env) int {
+	fs := flag.NewFlagSet("cleanup", flag.ContinueOnError)
+	cf := registerConfigFlags(fs)
+	output := outputFlag(fs)
+	yes := fs.Bool("yes", false, "delete the servers listed (without it, only list them)")
+	allPools := fs.Bool("all-pools", false, "include servers of pools that are no longer configured (any hcloud/node-group label; still only this cluster's)")
+	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the deletes")
+	if code, ok := parseFlags(fs, args, stdout, stderr, cleanupHelp(fs)); !ok {
+		return code
+	}
+	if err := checkOutput(*output); err != nil {
+		return usageError(stderr, "cleanup", err)
+	}
+	if *timeout <= 0 {
+		return usageError(stderr, "cleanup", fmt.Errorf("--timeout %s: want a positive duration", *timeout))
+	}
+	log, err := cf.logger(stderr)
+	if err != nil {
+		return usageError(stderr, "cleanup", err)
+	}
+	cfg, err := config.Load(env, *cf.nodes)
+	if err != nil {
+		return reportConfigError(stderr, "cleanup", "configuration", err)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	client := cleanupClient(cfg)
+	res := &cleanupResult{Selector: cleanupSelector(cfg, *allPools), DryRun: !*yes, Servers: []cleanupServer{}, Deleted: []string{}, Errors: []string{}}
+	servers, err := client.Server.AllWithOpts(ctx, hcloud.ServerListOpts{
+		ListOpts: hcloud.ListOpts{LabelSelector: res.Selector, PerPage: 50},
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "hcloudscale cleanup: listing servers with label selector %q: %v\n", res.Selector, err)
+		return exitFailure
+	}
+	slices.SortFunc(servers, func(a, b *hcloud.Server) int { return cmp.Compare(a.ID, b.ID) })
+	for _, s := range servers {
+		cs := cleanupServer{
+			ID: s.ID, Name: s.Name, Pool: s.Labels[config.LabelNodeGroup], Cluster: s.Labels[config.LabelCluster],
+			Status: string(s.Status), Created: s.Created.UTC(),
+		}
+		if s.ServerType != nil {
+			cs.ServerType = s.ServerType.Name
+		}
+		if s.Location != nil {
+			cs.Location = s.Location.Name
+		}
+		res.Servers = append(res.Servers, cs)
+	}
+
+	human := *output == outputTable
+	if human {
+		printCleanupList(stdout, res)
+	}
+	if *yes && len(servers) > 0 {
+		deleteServers(ctx, client, servers, res, log, func(format string, args ...any) {
+			if human {
+				fmt.Fprintf(stdout, format, args...)
+			}
+		})
+	}
+	if !human {
+		if err := writeJSON(stdout, res); err != nil {
+			fmt.Fprintf(stderr, "hcloudscale cleanup: %v\n", err)
+			return exitFailure
+		}
+	}
+	if len(res.Errors) > 0 {
+		fmt.Fprintf(stderr, "hcloudscale cleanup: %s:\n", plural(len(res.Errors), "failure"))
+		for _, e := range res.Errors {
+			fmt.Fprintf(stderr, "  %s\n", e)
+		}
+		return exitFailure
+	}
+	return exitOK
+}
+
+// cleanupClient is a plain API client: cleanup must work after the
+// network, firewalls and keys are gone, so it does not build a Cluster,
+// which checks them.
+func cleanupClient(cfg *config.Config) *hcloud.Client {
+	endpoint := cfg.Endpoint
+	if endpoint == "" {
+		endpoint = config.DefaultEndpoint
+	}
+	version := hcloudscale.Version
+	if version == "" {
+		version = "(devel)"
+	}
+	return hcloud.NewClient(
+		hcloud.WithToken(cfg.Token.Reveal()),
+		hcloud.WithEndpoint(endpoint),
+		hcloud.WithApplication("hcloudscale", version),
+	)
+}
+
+// cleanupSelector selects the cluster's servers: those of its pools (or of
+// any pool), scoped by the cluster label when the cluster has a name, and
+// excluding servers of named clusters when it has none.
+func cleanupSelector(cfg *config.Config, allPools bool) string {
+	sel := config.LabelNodeGroup
+	if !allPools {
+		names := make([]string, len(cfg.Pools))
+		for i, p := range cfg.Pools {
+			names[i] = p.Name
+		}
+		sel += " in (" + strings.Join(names, ",") + ")"
+	}
+	if cfg.ClusterName != "" {
+		return sel + "," + config.LabelCluster + "=" + cfg.ClusterName
+	}
+	return sel + ",!" + config.LabelCluster
+}
+
+func printCleanupList(w io.Writer, res *cleanupResult) {
+	fmt.Fprintf(w, "Servers with label selector %q: %d\n", res.Selector, len(res.Servers))
+	if len(res.Servers) > 0 {
+		tb := newTable(w, "  NAME", "ID", "POOL", "STATUS", "TYPE", "LOCATION", "CREATED")
+		for _, s := range res.Servers {
+			tb.row("  "+s.Name, s.ID, s.Pool, s.Status, s.ServerType, s.Location, s.Created.Format(time.RFC3339))
+		}
+		tb.flush()
+	}
+	if res.DryRun && len(res.Servers) > 0 {
+		fmt.Fprintf(w, "Dry run: nothing was deleted. Run again with --yes to delete %s.\n", plural(len(res.Servers), "server"))
+	}
+}
+
+// deleteServers deletes servers, a bounded number at a time, and waits for
+// all delete actions together.
+func deleteServers(ctx context.Context, client *hcloud.Client, servers []*hcloud.Server, res *cleanupResult, log *zap.Logger, printf func(string, ...any)) {
+	began := time.Now()
+	printf("Deleting %s...\n", plural(len(servers), "server"))
+	var (
+		mu      sync.Mutex // guards actions, deleted and res.Errors
+		actions []*hcloud.Action
+		deleted []string
+	)
+	var g errgroup.Group
+	g.SetLimit(cleanupConcurrency)
+	for _, s := range servers {
+		if s.Status == hcloud.ServerStatusDeleting {
+			mu.Lock()
+			deleted = append(deleted, s.Name)
+			mu.Unlock()
+			continue
+		}
+		g.Go(func() error {
+			r, _, err := client.Server.DeleteWithResult(ctx, s)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case hcloud.IsError(err, hcloud.ErrorCodeNotFound):
+				deleted = append(deleted, s.Name) // gone already
+			case err != nil:
+				res.Errors = append(res.Errors, fmt.Sprintf("%s (%d): %v", s.Name, s.ID, err))
+			default:
+				actions = append(actions, r.Action)
+				deleted = append(deleted, s.Name)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+
+	waiter := pool.NewWaiter(&client.Action, pool.WithWaiterLogger(log))
+	defer waiter.Close()
+	if err := waiter.Wait(ctx, actions...); err != nil {
+		// The error names the actions that failed or still run.
+		res.Errors = append(res.Errors, fmt.Sprintf("waiting for the deletes: %v", err))
+	}
+	slices.Sort(deleted)
+	res.Deleted = append(res.Deleted, deleted...)
+	if len(res.Errors) == 0 {
+		printf("Deleted %s in %s.\n", plural(len(deleted), "server"), since(began))
+	}
+}

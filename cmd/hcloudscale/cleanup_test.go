@@ -1,0 +1,194 @@
+package main
+
+import (
+	"encoding/base64"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+)
+
+// projectNames lists every server left in the project, sorted.
+func projectNames(t *testing.T, p *fakeProject) []string {
+	t.Helper()
+	servers, err := p.api.Servers("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range servers {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// cleanupProject is a project shared by this cluster ("prod"), another
+// cluster ("staging"), a cluster without a name, and servers that no
+// autoscaler made.
+func cleanupProject(t *testing.T) *fakeProject {
+	t.Helper()
+	p := newFakeProject(t, hcloudtest.WithDefaultActionDuration(0))
+	addServers(t, p,
+		hcloudtest.ServerInfo{Name: "prod-workers-1", Labels: poolLabels("workers", "prod")},
+		hcloudtest.ServerInfo{Name: "prod-workers-2", Labels: poolLabels("workers", "prod")},
+		hcloudtest.ServerInfo{Name: "prod-arm-1", ServerType: "cax21", Location: "nbg1", Labels: poolLabels("arm-batch", "prod")},
+		hcloudtest.ServerInfo{Name: "prod-retired-1", Labels: poolLabels("retired", "prod")},
+		hcloudtest.ServerInfo{Name: "staging-workers-1", Labels: poolLabels("workers", "staging")},
+		hcloudtest.ServerInfo{Name: "unnamed-workers-1", Labels: poolLabels("workers", "")},
+		hcloudtest.ServerInfo{Name: "control-plane-1", Labels: map[string]string{"role": "control-plane"}},
+		hcloudtest.ServerInfo{Name: "bastion"},
+	)
+	return p
+}
+
+func TestCleanup(t *testing.T) {
+	t.Parallel()
+	all := []string{"bastion", "control-plane-1", "prod-arm-1", "prod-retired-1", "prod-workers-1", "prod-workers-2", "staging-workers-1", "unnamed-workers-1"}
+	without := func(names ...string) []string {
+		return slices.DeleteFunc(slices.Clone(all), func(n string) bool { return slices.Contains(names, n) })
+	}
+	unnamedCluster := map[string]string{
+		config.EnvClusterConfigFile: "",
+		config.EnvClusterConfig: base64.StdEncoding.EncodeToString([]byte(
+			`{"nodeConfigs": {"workers": {"cloudInit": "#cloud-config\n"}}}`)),
+	}
+
+	for _, c := range []struct {
+		name         string
+		extra        map[string]string
+		args         []string
+		wantSelector string
+		wantListed   []string
+		wantLeft     []string
+	}{
+		{
+			name:         "dry run by default",
+			args:         exampleNodes,
+			wantSelector: "hcloud/node-group in (workers,arm-batch,arm-batch-hel1),hcloudscale/cluster=prod",
+			wantListed:   []string{"prod-workers-1", "prod-workers-2", "prod-arm-1"},
+			wantLeft:     all,
+		},
+		{
+			name:         "yes deletes this cluster's servers of the configured pools",
+			args:         append([]string{"--yes"}, exampleNodes...),
+			wantSelector: "hcloud/node-group in (workers,arm-batch,arm-batch-hel1),hcloudscale/cluster=prod",
+			wantListed:   []string{"prod-workers-1", "prod-workers-2", "prod-arm-1"},
+			wantLeft:     without("prod-workers-1", "prod-workers-2", "prod-arm-1"),
+		},
+		{
+			name:         "all pools includes retired pools of this cluster",
+			args:         append([]string{"--yes", "--all-pools"}, exampleNodes...),
+			wantSelector: "hcloud/node-group,hcloudscale/cluster=prod",
+			wantListed:   []string{"prod-workers-1", "prod-workers-2", "prod-arm-1", "prod-retired-1"},
+			wantLeft:     without("prod-workers-1", "prod-workers-2", "prod-arm-1", "prod-retired-1"),
+		},
+		{
+			name:         "a cluster without a name leaves named clusters alone",
+			extra:        unnamedCluster,
+			args:         []string{"--yes", "--nodes=0:5:cpx31:fsn1:workers"},
+			wantSelector: "hcloud/node-group in (workers),!hcloudscale/cluster",
+			wantListed:   []string{"unnamed-workers-1"},
+			wantLeft:     without("unnamed-workers-1"),
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := cleanupProject(t)
+			r := runCmd(t, runCleanup, p.env(t, c.extra), append([]string{"--output=json"}, c.args...)...)
+			if r.code != exitOK {
+				t.Fatalf("cleanup %q = %d, want %d; stderr:\n%s", c.args, r.code, exitOK, r.stderr)
+			}
+			res := decodeJSON[cleanupResult](t, r)
+			if res.Selector != c.wantSelector {
+				t.Errorf("cleanup selector = %q, want %q", res.Selector, c.wantSelector)
+			}
+			var listed []string
+			for _, s := range res.Servers {
+				listed = append(listed, s.Name)
+			}
+			if diff := cmp.Diff(c.wantListed, listed); diff != "" {
+				t.Errorf("cleanup listed (-want +got):\n%s", diff)
+			}
+			wantDeleted := []string{}
+			if !res.DryRun {
+				wantDeleted = slices.Sorted(slices.Values(c.wantListed))
+			}
+			if diff := cmp.Diff(wantDeleted, res.Deleted); diff != "" {
+				t.Errorf("cleanup deleted (-want +got):\n%s", diff)
+			}
+			// Deletes were awaited: the servers are gone when cleanup
+			// returns, not merely deleting.
+			if diff := cmp.Diff(c.wantLeft, projectNames(t, p)); diff != "" {
+				t.Errorf("servers left in the project (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCleanupTable(t *testing.T) {
+	t.Parallel()
+	p := cleanupProject(t)
+	r := runCmd(t, runCleanup, p.env(t, nil), exampleNodes...)
+	for _, want := range []string{
+		`Servers with label selector "hcloud/node-group in (workers,arm-batch,arm-batch-hel1),hcloudscale/cluster=prod": 3`,
+		"prod-arm-1", "cax21", "nbg1",
+		"Dry run: nothing was deleted. Run again with --yes to delete 3 servers.",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("cleanup dry run output lacks %q; output:\n%s", want, r.stdout)
+		}
+	}
+	r = runCmd(t, runCleanup, p.env(t, nil), append([]string{"--yes"}, exampleNodes...)...)
+	if r.code != exitOK || !strings.Contains(r.stdout, "Deleting 3 servers...") || !strings.Contains(r.stdout, "Deleted 3 servers in ") {
+		t.Errorf("cleanup --yes = %d, output:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	// Nothing left to do is success.
+	r = runCmd(t, runCleanup, p.env(t, nil), append([]string{"--yes"}, exampleNodes...)...)
+	if r.code != exitOK || !strings.Contains(r.stdout, "prod\": 0\n") {
+		t.Errorf("cleanup --yes again = %d, output:\n%s", r.code, r.stdout)
+	}
+}
+
+func TestCleanupFailures(t *testing.T) {
+	t.Parallel()
+	p := cleanupProject(t)
+	// The references are gone (terraform destroy): cleanup still works.
+	gone := map[string]string{config.EnvFirewall: "destroyed", config.EnvNetwork: "destroyed-too"}
+	r := runCmd(t, runCleanup, p.env(t, gone), exampleNodes...)
+	if r.code != exitOK || !strings.Contains(r.stdout, ": 3\n") {
+		t.Errorf("cleanup without the network and firewall = %d, output %q, stderr %q; want the 3 servers listed", r.code, r.stdout, r.stderr)
+	}
+
+	p.api.FailRequest("DELETE /servers/{id}", 1, hcloudtest.RequestFault{Code: "forbidden", Message: "token is read-only"})
+	r = runCmd(t, runCleanup, p.env(t, nil), append([]string{"--yes", "-o", "json"}, exampleNodes...)...)
+	if r.code != exitFailure || !strings.Contains(r.stderr, "1 failure") || !strings.Contains(r.stderr, "token is read-only") {
+		t.Errorf("cleanup --yes with a refused delete = %d, stderr %q; want %d and the refusal", r.code, r.stderr, exitFailure)
+	}
+	res := decodeJSON[cleanupResult](t, r)
+	if len(res.Deleted) != 2 || len(res.Errors) != 1 {
+		t.Errorf("cleanup --yes with a refused delete: deleted %v, errors %v; want 2 deleted and 1 error", res.Deleted, res.Errors)
+	}
+
+	for _, c := range []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStderr string
+	}{
+		{"argument", append([]string{"now"}, exampleNodes...), exitUsage, `unexpected arguments ["now"`},
+		{"bad output", append([]string{"-o", "csv"}, exampleNodes...), exitUsage, `--output "csv"`},
+		{"no pools", nil, exitFailure, "--nodes: no pools"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCmd(t, runCleanup, p.env(t, nil), c.args...)
+			if r.code != c.wantCode || !strings.Contains(r.stderr, c.wantStderr) {
+				t.Errorf("cleanup %q = %d, stderr %q; want %d and %q", c.args, r.code, r.stderr, c.wantCode, c.wantStderr)
+			}
+		})
+	}
+}
