@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
@@ -22,10 +23,10 @@ import (
 // server name). Every id must belong to this pool, else nothing is deleted
 // and the error names each id that does not.
 //
-// It refuses to take the target below the min size, except for
-// placeholders of failed claims, which are always removable and cost no
-// API call: the autoscaler deletes failed instances without a min-size
-// cap. A pending claim is cancelled; if its create request is in flight,
+// It refuses to take the target below the min size, except for failed
+// creations: placeholders of failed claims (always removable, and without
+// an API call) and servers reported as not started. The autoscaler
+// deletes failed instances without a min-size cap. A pending claim is cancelled; if its create request is in flight,
 // its flow deletes the server once it exists. Servers are deleted with
 // concurrent requests; they count as deleting (and leave the target) at
 // once, and their delete actions are awaited in one batch in the
@@ -86,11 +87,17 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 		p.mu.Unlock()
 		return errors.Join(errs...)
 	}
-	// Placeholders do not hold capacity; everything else does, and may
-	// not go below min.
+	// Failed creations (placeholders, and servers that never started)
+	// do not count against min: the autoscaler deletes them without a
+	// min-size cap, and would retry in vain every loop. Everything else
+	// may not go below min.
 	live := 0
+	now := p.now()
 	for _, t := range targets {
-		if t.claim == nil || t.claim.phase != claimFailed {
+		switch {
+		case t.claim != nil && t.claim.phase == claimFailed:
+		case t.server != nil && p.failedCreation(t.server, now):
+		default:
 			live++
 		}
 	}
@@ -159,6 +166,13 @@ func (p *Pool) resolveLocked(snap *servercache.Snapshot, id string) (t deleteTar
 		return p.serverTarget(id, s)
 	}
 	return t, false, notOurs
+}
+
+// failedCreation reports a server that Instances shows as a failed
+// creation (Creating with an error).
+func (p *Pool) failedCreation(s *servercache.Server, now time.Time) bool {
+	state, info := serverState(s, now, p.opts.creationTimeout, p.stoppedCreates)
+	return state == Creating && info != nil
 }
 
 func (p *Pool) claimTarget(id string, c *claim) (deleteTarget, bool, error) {

@@ -128,9 +128,10 @@
 //
 // [Pool.DeleteInstances] accepts provider IDs, claim IDs and node names;
 // every id must belong to the pool, else nothing is deleted. It refuses to
-// take the target below min for servers and pending claims, but
-// placeholders are always removable (the autoscaler deletes failed
-// instances without a min-size cap) and cost no API call. A pending claim
+// take the target below min for servers and pending claims, but failed
+// creations are always removable (the autoscaler deletes failed instances
+// without a min-size cap): placeholders, at no API call, and servers
+// reported as "not-started". A pending claim
 // is cancelled; if its create request is in flight, its flow deletes the
 // server once it exists. Delete requests run concurrently (bounded by
 // [WithDeleteConcurrency]); the servers count as deleting at once, and

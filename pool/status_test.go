@@ -87,7 +87,8 @@ func TestInstancesFromListedServers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := e.newPool(poolConfig("workers", 0, 10))
+	// At min: only the failed creation may go.
+	p := e.newPool(poolConfig("workers", 4, 10))
 	if _, err := e.cache.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -108,9 +109,13 @@ func TestInstancesFromListedServers(t *testing.T) {
 	if got := p.TargetSize(); got != 4 {
 		t.Errorf("TargetSize() = %d; want 4 (the deleting server does not count)", got)
 	}
-	// The autoscaler deletes the stuck server like a failed creation.
+	// The autoscaler deletes the stuck server like a failed creation,
+	// without a min-size cap; a healthy server stays protected.
+	if err := p.DeleteInstances(t.Context(), []string{pid(fresh)}); err == nil {
+		t.Error("DeleteInstances(fresh) at min = nil; want a min-size error")
+	}
 	if err := p.DeleteInstances(t.Context(), []string{pid(stuck)}); err != nil {
-		t.Fatalf("DeleteInstances(stuck) error: %v", err)
+		t.Fatalf("DeleteInstances(stuck) at min error: %v", err)
 	}
 	e.settle(p)
 	if _, ok := e.fake.ServerByID(stuck); ok {
