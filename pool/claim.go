@@ -118,7 +118,7 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 		claims = append(claims, c)
 	}
 	for _, c := range claims {
-		// Cannot fail: stopping implies closed, checked above.
+		// Cannot fail: closed was checked above, under the same lock.
 		p.startLocked(func(ctx context.Context) { p.runClaim(ctx, c) })
 	}
 	p.mu.Unlock()

@@ -235,7 +235,7 @@ func (p *Pool) deleteServers(ctx context.Context, servers []*servercache.Server)
 		})
 		p.mu.Unlock()
 		if !started {
-			// Close gave up meanwhile; the API deletes the servers anyway.
+			// Close began meanwhile; the API deletes the servers anyway.
 			p.forgetDeleted(accepted)
 		}
 	}

@@ -65,9 +65,8 @@ type Pool struct {
 	// mu guards the fields below. It is the pool's own lock: no lock is
 	// shared between pools, and none is held during I/O.
 	mu sync.Mutex
-	// closed stops new claims and deletes; stopping means Close has given
-	// up waiting and cancelled the background work.
-	closed, stopping bool
+	// closed stops new claims, deletes and background work.
+	closed bool
 	// claims holds every claim by server name: queued, creating, failed
 	// (placeholders) and cancelled ones whose flow is still cleaning up.
 	claims map[string]*claim
@@ -273,10 +272,11 @@ func (p *Pool) owns(labels map[string]string) bool {
 }
 
 // startLocked runs fn in a background goroutine that Close waits for and,
-// when it gives up waiting, cancels. It reports false after Close gave up.
+// when it gives up waiting, cancels. It reports false once Close has
+// begun, so that no goroutine starts after Close began to wait for them.
 // p.mu must be held.
 func (p *Pool) startLocked(fn func(ctx context.Context)) bool {
-	if p.stopping {
+	if p.closed {
 		return false
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -319,7 +319,6 @@ func (p *Pool) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		p.mu.Lock()
-		p.stopping = true
 		for _, cancel := range p.tasks {
 			cancel()
 		}
