@@ -52,6 +52,8 @@ type faultOptions struct {
 	realClock bool
 	fake      []hcloudtest.Option
 	cluster   []hcloudscale.Option
+	// nodes replaces faultNodes.
+	nodes []string
 }
 
 // faultEnv is a fake project and a Cluster over it.
@@ -81,7 +83,11 @@ func newFaultEnv(t *testing.T, fo faultOptions) *faultEnv {
 		e.opts = append(e.opts, hcloudscale.WithClock(e.clock))
 	}
 	e.p = newProject(t, append(fakeOpts, fo.fake...)...)
-	e.cfg = e.p.load(t, faultClusterConfig(), nil, faultNodes)
+	nodes := faultNodes
+	if fo.nodes != nil {
+		nodes = fo.nodes
+	}
+	e.cfg = e.p.load(t, faultClusterConfig(), nil, nodes)
 	// Debug would log every API body; info shows the pools' decisions.
 	e.opts = append(e.opts, fastClient(), hcloudscale.WithPollInterval(time.Millisecond),
 		hcloudscale.WithLogger(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))))
