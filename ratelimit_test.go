@@ -93,4 +93,3 @@ func scaleUpWithinRateLimit(t *testing.T, remaining int) {
 	e.stop()
 	checkNoLeaks(t, ignore)
 }
-
