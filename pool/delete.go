@@ -303,6 +303,9 @@ func (p *Pool) awaitDeletes(taskCtx context.Context, servers []*servercache.Serv
 		if e != nil {
 			p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultError, errorCode(e)).Inc()
 			p.log.Error("server delete failed", zap.String("server", s.Name), zap.Int64("server_id", s.ID), zap.Error(e))
+			// Undo the deleting mark in the cache: the server is still
+			// there and counts again (the next listing has the truth).
+			p.deps.Cache.Upsert(*s)
 			p.mu.Lock()
 			delete(p.deleting, s.ID)
 			p.mu.Unlock()

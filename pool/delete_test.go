@@ -468,3 +468,84 @@ func TestAtomicIncreaseSize(t *testing.T) {
 		}
 	})
 }
+
+func TestCleanupRetriesTheDelete(t *testing.T) {
+	tests := []struct {
+		name        string
+		failDeletes int
+		wantLeft    int
+	}{
+		{name: "second delete works", failDeletes: 1, wantLeft: 0},
+		// Every attempt fails: the server stays, still labelled, so the
+		// next listing shows it and the autoscaler can remove it.
+		{name: "every delete fails", failDeletes: DefaultCleanupAttempts, wantLeft: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			p := e.newPool(poolConfig("workers", 0, 10))
+			e.fake.FailAction("start_server", "server_error", "broken")
+			for range tt.failDeletes {
+				e.fake.FailRequest("DELETE /servers/{id}", 1, hcloudtest.RequestFault{Code: "service_error"})
+			}
+			if err := p.IncreaseSize(t.Context(), 1); err != nil {
+				t.Fatal(err)
+			}
+			e.settle(p)
+			if got := len(e.servers("workers")); got != tt.wantLeft {
+				t.Errorf("servers left = %d; want %d", got, tt.wantLeft)
+			}
+			if got, want := e.fake.Count("DELETE /servers/{id}"), min(tt.failDeletes+1, DefaultCleanupAttempts); got != want {
+				t.Errorf("DELETE requests = %d; want %d", got, want)
+			}
+			if got := countStates(p.Instances()); got["creating/Other/server_error"] != 1 {
+				t.Errorf("Instances() = %v; want the placeholder", got)
+			}
+		})
+	}
+}
+
+func TestFailedDeleteActionCountsAgain(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	p := scaled(t, e, "workers", 0, 10, 2)
+	e.fake.FailAction("delete_server", "server_error", "stuck")
+	ins := p.Instances()
+	if err := p.DeleteInstances(t.Context(), []string{ins[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.TargetSize(); got != 1 {
+		t.Errorf("TargetSize() while deleting = %d; want 1", got)
+	}
+	e.settle(p)
+	if got := len(e.servers("workers")); got != 2 {
+		t.Errorf("servers = %d; want 2 (the delete action failed)", got)
+	}
+	if got := p.TargetSize(); got != 2 {
+		t.Errorf("TargetSize() after the failed delete = %d; want 2", got)
+	}
+}
+
+func TestSharedOfferingsStopOtherPools(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	shared := NewOfferings(e.clock, nil)
+	a := e.newPool(poolConfig("a", 0, 10), WithOfferings(shared))
+	b := e.newPool(poolConfig("b", 0, 10), WithOfferings(shared))
+	elsewhere := poolConfig("c", 0, 10)
+	elsewhere.Location = "nbg1"
+	c := e.newPool(elsewhere, WithOfferings(shared))
+	e.fake.SetUnavailable("cx23", "fsn1", true)
+	if err := a.IncreaseSize(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(a)
+	if err := b.IncreaseSize(t.Context(), 1); !errors.Is(err, ErrOfferingUnavailable) {
+		t.Errorf("pool b (same type and location) IncreaseSize = %v; want ErrOfferingUnavailable", err)
+	}
+	if err := c.IncreaseSize(t.Context(), 1); err != nil {
+		t.Errorf("pool c (other location) IncreaseSize = %v; want nil", err)
+	}
+	e.settle(c)
+	if got := len(e.servers("c")); got != 1 {
+		t.Errorf("pool c servers = %d; want 1", got)
+	}
+}
