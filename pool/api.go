@@ -14,6 +14,7 @@ type ServerAPI interface {
 	AttachToNetwork(ctx context.Context, server *hcloud.Server, opts hcloud.ServerAttachToNetworkOpts) (*hcloud.Action, *hcloud.Response, error)
 	Poweron(ctx context.Context, server *hcloud.Server) (*hcloud.Action, *hcloud.Response, error)
 	GetByName(ctx context.Context, name string) (*hcloud.Server, *hcloud.Response, error)
+	GetByID(ctx context.Context, id int64) (*hcloud.Server, *hcloud.Response, error)
 }
 
 var _ ServerAPI = (*hcloud.ServerClient)(nil)

@@ -79,7 +79,7 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	log = log.With(zap.Int64("server_id", res.server.ID))
 	log.Debug("server created", zap.Bool("adopted", res.adopted))
 
-	if what, err := p.bringUp(flowCtx, res, log); err != nil {
+	if what, err := p.bringUp(flowCtx, &res, log); err != nil {
 		p.fail(taskCtx, c, res.server, what, err)
 		return
 	}
@@ -217,8 +217,20 @@ func (p *Pool) findAfterFailure(taskCtx context.Context, name string, cause erro
 // bringUp waits until the new server runs: for its create actions and,
 // for a pool with a subnet range, attaches it with the range and powers
 // it on. It returns the failed step.
-func (p *Pool) bringUp(ctx context.Context, res created, log *zap.Logger) (string, error) {
-	if err := p.deps.Waiter.Wait(ctx, res.actions...); err != nil {
+func (p *Pool) bringUp(ctx context.Context, res *created, log *zap.Logger) (string, error) {
+	if res.adopted {
+		// The create actions of an adopted server are unknown: watch its
+		// status instead, until it runs or, for a pool that attaches
+		// and powers on itself, until the create has finished.
+		server, err := p.awaitStatus(ctx, res.server, p.adoptedDone)
+		if err != nil {
+			return "wait for adopted server", err
+		}
+		res.server = server
+		if !p.stoppedCreates || server.Status == hcloud.ServerStatusRunning {
+			return "", nil
+		}
+	} else if err := p.deps.Waiter.Wait(ctx, res.actions...); err != nil {
 		return "wait for create", err
 	}
 	if !p.stoppedCreates {
@@ -252,6 +264,42 @@ func (p *Pool) bringUp(ctx context.Context, res created, log *zap.Logger) (strin
 	return "", nil
 }
 
+// adoptedDone reports whether an adopted server has finished its create:
+// it runs, or, for a pool that creates servers stopped, it is off with no
+// action running.
+func (p *Pool) adoptedDone(s *hcloud.Server) bool {
+	if s.Status == hcloud.ServerStatusRunning {
+		return true
+	}
+	return p.stoppedCreates && s.Status == hcloud.ServerStatusOff && !s.Locked
+}
+
+// awaitStatus polls a server at the waiter's interval until done says so.
+// It is used only for servers adopted after a lost response, whose
+// actions are unknown, so it costs a request per tick for those alone.
+func (p *Pool) awaitStatus(ctx context.Context, server *hcloud.Server, done func(*hcloud.Server) bool) (*hcloud.Server, error) {
+	w := p.deps.Waiter
+	for !done(server) {
+		select {
+		case <-w.clock.After(w.interval):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("server %s is %s: %w", server.Name, server.Status, ctx.Err())
+		}
+		s, _, err := p.deps.Servers.GetByID(ctx, server.ID)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, fmt.Errorf("server %s is %s: %w", server.Name, server.Status, ctx.Err())
+		case err != nil:
+			continue // the next tick asks again, bounded by ctx
+		case s == nil || s.Status == hcloud.ServerStatusDeleting:
+			return nil, &infoError{ErrorInfo{Class: Other, Code: CodeActionFailed,
+				Message: fmt.Sprintf("server %s disappeared while it was being created", server.Name)}}
+		}
+		server = s
+	}
+	return server, nil
+}
+
 // send runs one create-side action request under the create concurrency
 // bound, again after transient failures, and, for an adopted server whose
 // create actions may still run, after "locked".
@@ -281,10 +329,9 @@ func (p *Pool) send(ctx context.Context, retryLocked bool, fn func(context.Conte
 // in that order, so that the server is counted exactly once throughout.
 func (p *Pool) succeed(taskCtx context.Context, c *claim, res created, log *zap.Logger) {
 	srv := servercache.FromHCloud(res.server)
-	if !res.adopted || p.stoppedCreates {
-		// The start (or power-on) action succeeded: the server runs.
-		srv.Status = hcloud.ServerStatusRunning
-	}
+	// The start (or power-on) action succeeded, or an adopted server was
+	// seen running: the server runs.
+	srv.Status = hcloud.ServerStatusRunning
 	if p.deps.Cache.Current() == nil {
 		// Upsert needs a snapshot to change; the first listing also shows
 		// the new server.
@@ -404,7 +451,8 @@ func (p *Pool) cleanup(taskCtx context.Context, server *hcloud.Server, log *zap.
 }
 
 // deleteAndWait deletes a server and waits for the delete action. gone is
-// true when the server did not exist any more.
+// true when there was nothing to wait for: the server did not exist any
+// more, or an earlier request's delete was already running.
 func (p *Pool) deleteAndWait(ctx context.Context, server *hcloud.Server) (gone bool, err error) {
 	action, gone, err := p.deleteServer(ctx, server.ID)
 	if err != nil {

@@ -363,9 +363,13 @@ func TestRetriedCreateMakesOneServer(t *testing.T) {
 			if got := e.fake.Count("POST /servers"); got != tt.posts {
 				t.Errorf("POST /servers = %d; want %d", got, tt.posts)
 			}
+			// Also an adopted server, whose actions are unknown, is
+			// reported running once it runs, not with the status it had
+			// when it was found.
 			ins := p.Instances()
-			if len(ins) != 1 || ins[0].ServerID != servers[0].ID || ins[0].Error != nil {
-				t.Errorf("Instances() = %+v; want the one server %d without error", ins, servers[0].ID)
+			if len(ins) != 1 || ins[0].ServerID != servers[0].ID || ins[0].Error != nil ||
+				ins[0].State != Running || ins[0].Status != hcloud.ServerStatusRunning {
+				t.Errorf("Instances() = %+v; want the one server %d running without error", ins, servers[0].ID)
 			}
 			if got := p.TargetSize(); got != 1 {
 				t.Errorf("TargetSize() = %d; want 1", got)

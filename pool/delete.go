@@ -198,9 +198,9 @@ func (p *Pool) deleteServers(ctx context.Context, servers []*servercache.Server)
 	var g errgroup.Group
 	for i, s := range servers {
 		g.Go(func() error {
-			var gone bool
-			actions[i], gone, errs[i] = p.deleteServer(ctx, s.ID)
-			if gone {
+			var finished bool
+			actions[i], finished, errs[i] = p.deleteServer(ctx, s.ID)
+			if finished {
 				actions[i] = nil
 			}
 			return nil
@@ -251,22 +251,44 @@ func (p *Pool) deleteServers(ctx context.Context, servers []*servercache.Server)
 }
 
 // deleteServer sends one delete request under the delete concurrency
-// bound. A server that no longer exists counts as deleted (gone).
-func (p *Pool) deleteServer(ctx context.Context, id int64) (action *hcloud.Action, gone bool, err error) {
+// bound. finished reports that there is no action to wait for: the server
+// no longer exists, or is already being deleted by an earlier request
+// whose response was lost. A request that failed on the way (the
+// connection dropped) is resolved by looking the server up, and sent
+// again if the server is still there.
+func (p *Pool) deleteServer(ctx context.Context, id int64) (action *hcloud.Action, finished bool, err error) {
 	if err := acquire(ctx, p.deleteSem); err != nil {
 		return nil, false, err
 	}
 	defer release(p.deleteSem)
-	res, _, err := p.deps.Servers.DeleteWithResult(ctx, &hcloud.Server{ID: id})
-	switch {
-	case hcloud.IsError(err, hcloud.ErrorCodeNotFound):
-		p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
-		return nil, true, nil
-	case err != nil:
+	backoff := p.opts.retryBackoff
+	for attempt := 1; ; attempt++ {
+		res, _, err := p.deps.Servers.DeleteWithResult(ctx, &hcloud.Server{ID: id})
+		switch {
+		case err == nil:
+			return res.Action, false, nil
+		case hcloud.IsError(err, hcloud.ErrorCodeNotFound):
+			p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
+			return nil, true, nil
+		case ctx.Err() == nil && ambiguous(err):
+			s, _, lookupErr := p.deps.Servers.GetByID(ctx, id)
+			switch {
+			case lookupErr != nil:
+			case s == nil || s.Status == hcloud.ServerStatusDeleting:
+				p.log.Info("delete request failed on the way, but the server is deleted or being deleted",
+					zap.Int64("server_id", id), zap.NamedError("cause", err))
+				p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
+				return nil, true, nil
+			case attempt < p.opts.createAttempts:
+				if sleep(ctx, backoff) == nil {
+					backoff *= 2
+					continue
+				}
+			}
+		}
 		p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultError, errorCode(err)).Inc()
 		return nil, false, err
 	}
-	return res.Action, false, nil
 }
 
 // awaitDeletes waits for the delete actions of accepted deletes, all in
@@ -297,7 +319,7 @@ func (p *Pool) awaitDeletes(taskCtx context.Context, servers []*servercache.Serv
 			e = err // not an action failure: a timeout or a vanished action
 		}
 		if a == nil {
-			done = append(done, s) // already gone, counted by deleteServer
+			done = append(done, s) // nothing to wait for; counted by deleteServer
 			continue
 		}
 		if e != nil {

@@ -549,3 +549,36 @@ func TestSharedOfferingsStopOtherPools(t *testing.T) {
 		t.Errorf("pool c servers = %d; want 1", got)
 	}
 }
+
+func TestDeleteRequestFailingOnTheWay(t *testing.T) {
+	tests := []struct {
+		name        string
+		afterEffect bool
+		deletes     int
+	}{
+		{name: "response lost: the server is being deleted", afterEffect: true, deletes: 1},
+		{name: "request lost: sent again", afterEffect: false, deletes: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			p := scaled(t, e, "workers", 0, 10, 2)
+			ins := p.Instances()
+			e.fake.DropConnection("DELETE /servers/{id}", 1, tt.afterEffect)
+			if err := p.DeleteInstances(t.Context(), []string{ins[0].ID}); err != nil {
+				t.Fatalf("DeleteInstances error: %v", err)
+			}
+			if got := p.TargetSize(); got != 1 {
+				t.Errorf("TargetSize() = %d; want 1", got)
+			}
+			e.settle(p)
+			e.eventually("the delete to finish in the fake", 100*time.Millisecond, func() bool { return len(e.servers("workers")) == 1 })
+			if got := e.fake.Count("DELETE /servers/{id}"); got != tt.deletes {
+				t.Errorf("DELETE requests = %d; want %d", got, tt.deletes)
+			}
+			if got := countStates(p.Instances()); !cmp.Equal(got, map[string]int{"running": 1}) {
+				t.Errorf("Instances() = %v; want one running", got)
+			}
+		})
+	}
+}

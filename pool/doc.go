@@ -50,7 +50,12 @@
 // number of times. If the earlier attempt created the server and only its
 // response was lost, the retry gets uniqueness_error; the flow then looks
 // the server up by name and adopts it if it carries the pool's labels (and
-// fails with "name-taken" otherwise).
+// fails with "name-taken" otherwise). The same look-up follows a create
+// request that failed on the way after its last attempt (or ran into the
+// creation timeout), so a server the API made anyway is found and cleaned
+// up. An adopted server's actions are unknown, so the flow polls its status
+// (at the waiter's interval) until it runs, and only then counts it as
+// running.
 //
 // Any failure after the server exists deletes it and waits for that
 // delete, retrying a bounded number of times (logged at error if all
@@ -135,7 +140,10 @@
 // is cancelled; if its create request is in flight, its flow deletes the
 // server once it exists. Delete requests run concurrently (bounded by
 // [WithDeleteConcurrency]); the servers count as deleting at once, and
-// their actions are awaited in one batch in the background.
+// their actions are awaited in one batch in the background. A delete
+// request that fails on the way (the connection dropped) is resolved by
+// looking the server up: gone or deleting counts as deleted, otherwise the
+// request is sent again. A server whose delete fails counts again.
 // [Pool.ForceDeleteInstances] skips the min-size check.
 //
 // [Pool.DecreaseTargetSize] removes claims that have no server (queued
