@@ -39,6 +39,7 @@ type Cluster struct {
 	byName   map[string]*pool.Pool
 	warnings []string
 
+	lenient    bool // offer problems are warnings (WithLenientChecks)
 	presence   *presenceCache
 	unregister func() // stops the rate-limit metrics reporting this Cluster
 
@@ -80,6 +81,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		log:      o.logger,
 		byName:   map[string]*pool.Pool{},
 		warnings: slices.Clone(cfg.Warnings),
+		lenient:  o.lenient,
 	}
 	c.client, c.pacer = newClient(cfg, &o)
 	if c.unregister, err = registerRateLimit(o.registerer, c.pacer); err != nil {
@@ -228,23 +230,33 @@ func (c *Cluster) check(ctx context.Context) (*references, error) {
 	for _, t := range types {
 		byName[t.Name] = t
 	}
+	// offer problems are errors unless the caller asked for them as
+	// warnings: a sold-out type or a missing image stops scale-ups of that
+	// pool, not the inspection of the others.
+	offer := func(err error) {
+		if c.lenient {
+			c.warnings = append(c.warnings, err.Error())
+			return
+		}
+		errs = append(errs, err)
+	}
 	for i := range c.cfg.Pools {
 		p := &c.cfg.Pools[i]
+		path := fmt.Sprintf("--nodes %s", p.Name)
 		t := byName[p.ServerType]
 		if t == nil {
-			errs = append(errs, fmt.Errorf("--nodes %s: server type %q does not exist", p.Name, p.ServerType))
+			offer(fieldErr(path, "server type %q does not exist", p.ServerType))
 			continue
 		}
 		loc, ok := t.Locations[p.Location]
 		switch {
 		case !ok:
-			errs = append(errs, fmt.Errorf("--nodes %s: server type %q is not offered in location %q", p.Name, p.ServerType, p.Location))
+			offer(fieldErr(path, "server type %q is not offered in location %q", p.ServerType, p.Location))
 			continue
 		case !loc.Available:
-			errs = append(errs, fmt.Errorf("--nodes %s: server type %q is not available in location %q", p.Name, p.ServerType, p.Location))
-			continue
+			offer(fieldErr(path, "server type %q is not available in location %q", p.ServerType, p.Location))
 		case loc.Deprecated:
-			w := fmt.Sprintf("--nodes %s: server type %q is deprecated in location %q", p.Name, p.ServerType, p.Location)
+			w := fmt.Sprintf("%s: server type %q is deprecated in location %q", path, p.ServerType, p.Location)
 			if !loc.UnavailableAfter.IsZero() {
 				w += fmt.Sprintf(" and can be ordered until %s", loc.UnavailableAfter.UTC().Format(time.DateOnly))
 			}
@@ -253,9 +265,9 @@ func (c *Cluster) check(ctx context.Context) (*references, error) {
 		img, err := c.images.ResolvePool(ctx, p, t.Arch)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("--nodes %s: image for server type %q (%s): %w", p.Name, p.ServerType, t.Arch, err))
+			offer(fieldErr(path, "image for server type %q (%s): %w", p.ServerType, t.Arch, err))
 		case img.Deprecated:
-			c.warnings = append(c.warnings, fmt.Sprintf("--nodes %s: image %q (%d) is deprecated", p.Name, img.Name, img.ID))
+			c.warnings = append(c.warnings, fmt.Sprintf("%s: image %q (%d) is deprecated", path, img.Name, img.ID))
 		}
 	}
 

@@ -362,6 +362,16 @@ func checkNewFails(t *testing.T, cfg *config.Config, wants []string) {
 			t.Errorf("New error does not contain %q:\n%v", w, err)
 		}
 	}
+	// Every problem names its setting the way config.Load does.
+	fields := config.FieldErrors(err)
+	if len(fields) == 0 {
+		t.Fatalf("config.FieldErrors(New error) is empty; want one per problem:\n%v", err)
+	}
+	for _, fe := range fields {
+		if fe.Path == "" || !strings.Contains(err.Error(), fe.Path+": ") {
+			t.Errorf("FieldError %+v: want a path that prefixes its message", fe)
+		}
+	}
 }
 
 func nodeConfig(cc clusterConfig, pool string) map[string]any {
@@ -378,3 +388,32 @@ func placementGroupID(t *testing.T, api *hcloudtest.Server) int64 {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestNewLenientChecks(t *testing.T) {
+	p := newProject(t)
+	if err := p.api.SetServerTypeAvailable("ccx13", "hel1", false); err != nil {
+		t.Fatal(err)
+	}
+	cc := healthyClusterConfig()
+	cc["imagesForArch"] = map[string]string{"amd64": "ubuntu-24.04", "arm64": "no-such-image"}
+	c := newCluster(t, p.load(t, cc, nil, healthyNodes), hcloudscale.WithLenientChecks())
+	got := strings.Join(c.Warnings(), "\n")
+	for _, want := range []string{
+		`--nodes dedicated: server type "ccx13" is not available in location "hel1"`,
+		`--nodes arm: image for server type "cax11" (arm64)`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Warnings() = %q; want one containing %q", c.Warnings(), want)
+		}
+	}
+	if len(c.Pools()) != 3 {
+		t.Errorf("Pools() has %d pools; want all 3", len(c.Pools()))
+	}
+
+	// References stay errors even when lenient.
+	bad := p.load(t, healthyClusterConfig(), map[string]string{"HCLOUD_FIREWALL": "gone"}, healthyNodes)
+	if c, err := hcloudscale.New(context.Background(), bad, fastClient(), hcloudscale.WithLenientChecks()); err == nil {
+		c.Close(context.Background())
+		t.Fatal("New with a missing firewall succeeded under WithLenientChecks; want an error")
+	}
+}

@@ -59,6 +59,7 @@ type options struct {
 	createConcurrency int
 	deleteConcurrency int
 	rateLimitReserve  int
+	lenient           bool
 }
 
 func defaultOptions() options {
@@ -182,4 +183,15 @@ func WithConcurrency(creates, deletes int) Option {
 // Terraform). The default is 5% of the budget.
 func WithRateLimitReserve(n int) Option {
 	return func(o *options) { o.rateLimitReserve = max(n, 0) }
+}
+
+// WithLenientChecks makes New report a pool's server type that does not
+// exist or cannot be ordered in its location, and a missing image, as
+// warnings instead of errors, so that tools can inspect and clean up a
+// cluster whose offer has changed. Scale-ups of such a pool fail, with the
+// error classified as usual. Missing references (network, firewalls, SSH
+// keys, placement groups, subnets) stay errors: servers must never be
+// created without them.
+func WithLenientChecks() Option {
+	return func(o *options) { o.lenient = true }
 }

@@ -67,9 +67,9 @@ func resolveReferences(ctx context.Context, api referenceAPI, cfg *config.Config
 		n, _, err := api.networks.Get(ctx, cfg.Network)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("HCLOUD_NETWORK: looking up network %q: %w", cfg.Network, err))
+			errs = append(errs, fieldErr("HCLOUD_NETWORK", "looking up network %q: %w", cfg.Network, err))
 		case n == nil:
-			errs = append(errs, fmt.Errorf("HCLOUD_NETWORK: network %q does not exist", cfg.Network))
+			errs = append(errs, fieldErr("HCLOUD_NETWORK", "network %q does not exist", cfg.Network))
 		default:
 			refs.network = n
 		}
@@ -79,9 +79,9 @@ func resolveReferences(ctx context.Context, api referenceAPI, cfg *config.Config
 		k, _, err := api.sshKeys.Get(ctx, key)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("HCLOUD_SSH_KEY[%d]: looking up SSH key %q: %w", i, key, err))
+			errs = append(errs, fieldErr(fmt.Sprintf("HCLOUD_SSH_KEY[%d]", i), "looking up SSH key %q: %w", key, err))
 		case k == nil:
-			errs = append(errs, fmt.Errorf("HCLOUD_SSH_KEY[%d]: SSH key %q does not exist", i, key))
+			errs = append(errs, fieldErr(fmt.Sprintf("HCLOUD_SSH_KEY[%d]", i), "SSH key %q does not exist", key))
 		default:
 			refs.sshKeys = append(refs.sshKeys, k)
 		}
@@ -91,7 +91,7 @@ func resolveReferences(ctx context.Context, api referenceAPI, cfg *config.Config
 	// reported under its own name, not under the first pool that inherits it.
 	for i, fw := range cfg.Firewalls {
 		if err := refs.lookupFirewall(ctx, api, fw); err != nil {
-			errs = append(errs, fmt.Errorf("HCLOUD_FIREWALL[%d]: %w", i, err))
+			errs = append(errs, fieldErr(fmt.Sprintf("HCLOUD_FIREWALL[%d]", i), "%w", err))
 		}
 	}
 	global := map[string]bool{}
@@ -108,7 +108,7 @@ func resolveReferences(ctx context.Context, api referenceAPI, cfg *config.Config
 				continue
 			}
 			if err := refs.lookupFirewall(ctx, api, fw); err != nil {
-				errs = append(errs, fmt.Errorf("nodeConfigs.%s.firewalls[%d]: %w", p.Name, i, err))
+				errs = append(errs, fieldErr(fmt.Sprintf("nodeConfigs.%s.firewalls[%d]", p.Name, i), "%w", err))
 			}
 		}
 		if p.PlacementGroup == "" {
@@ -120,11 +120,11 @@ func resolveReferences(ctx context.Context, api referenceAPI, cfg *config.Config
 		pg, _, err := api.placementGroups.Get(ctx, p.PlacementGroup)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("nodeConfigs.%s.placementGroup: looking up placement group %q: %w", p.Name, p.PlacementGroup, err))
+			errs = append(errs, fieldErr(fmt.Sprintf("nodeConfigs.%s.placementGroup", p.Name), "looking up placement group %q: %w", p.PlacementGroup, err))
 		case pg == nil:
-			errs = append(errs, fmt.Errorf("nodeConfigs.%s.placementGroup: placement group %q does not exist", p.Name, p.PlacementGroup))
+			errs = append(errs, fieldErr(fmt.Sprintf("nodeConfigs.%s.placementGroup", p.Name), "placement group %q does not exist", p.PlacementGroup))
 		case pg.Type != hcloud.PlacementGroupTypeSpread:
-			errs = append(errs, fmt.Errorf("nodeConfigs.%s.placementGroup: placement group %q has type %q, want %q", p.Name, p.PlacementGroup, pg.Type, hcloud.PlacementGroupTypeSpread))
+			errs = append(errs, fieldErr(fmt.Sprintf("nodeConfigs.%s.placementGroup", p.Name), "placement group %q has type %q, want %q", p.PlacementGroup, pg.Type, hcloud.PlacementGroupTypeSpread))
 		default:
 			refs.placementGroups[p.PlacementGroup] = pg
 		}
@@ -185,8 +185,7 @@ func checkPlacementRoom(cfg *config.Config, refs *references, poolOf func(server
 			}
 		}
 		if room := maxPlacementGroupServers - foreign; g.max > room {
-			errs = append(errs, fmt.Errorf("nodeConfigs.%s.placementGroup: placement group %q has room for %d servers (%d of %d taken by other servers) but pools %s may grow to %d",
-				g.pools[0], g.pg.Name, room, foreign, maxPlacementGroupServers, strings.Join(g.pools, ", "), g.max))
+			errs = append(errs, fieldErr(fmt.Sprintf("nodeConfigs.%s.placementGroup", g.pools[0]), "placement group %q has room for %d servers (%d of %d taken by other servers) but pools %s may grow to %d", g.pg.Name, room, foreign, maxPlacementGroupServers, strings.Join(g.pools, ", "), g.max))
 		}
 	}
 	return errs
@@ -212,7 +211,7 @@ func checkSubnets(cfg *config.Config, network *hcloud.Network) []error {
 		have[netip.PrefixFrom(addr.Unmap(), ones).Masked()] = true
 	}
 	if d := cfg.DefaultSubnetIPRange; d.IsValid() && !have[d.Masked()] {
-		errs = append(errs, fmt.Errorf("defaultSubnetIPRange: %s is not a subnet of network %q", d, network.Name))
+		errs = append(errs, fieldErr("defaultSubnetIPRange", "%s is not a subnet of network %q", d, network.Name))
 	}
 	for _, p := range cfg.Pools {
 		r := p.SubnetIPRange
@@ -220,8 +219,14 @@ func checkSubnets(cfg *config.Config, network *hcloud.Network) []error {
 			continue
 		}
 		if !have[r.Masked()] {
-			errs = append(errs, fmt.Errorf("nodeConfigs.%s.subnetIPRange: %s is not a subnet of network %q", p.Name, r, network.Name))
+			errs = append(errs, fieldErr(fmt.Sprintf("nodeConfigs.%s.subnetIPRange", p.Name), "%s is not a subnet of network %q", r, network.Name))
 		}
 	}
 	return errs
+}
+
+// fieldErr is a problem of the setting at path, in the form config uses, so
+// that callers list New's problems and Load's alike (config.FieldErrors).
+func fieldErr(path, format string, args ...any) error {
+	return &config.FieldError{Path: path, Err: fmt.Errorf(format, args...)}
 }
