@@ -2,7 +2,6 @@ package externalgrpc
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -29,20 +28,9 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *protos.NodeGrou
 	if err != nil {
 		return nil, err
 	}
-	delta := int(req.GetDelta())
-	if delta <= 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "node group %q: size increase must be positive, got %d", p.Name(), delta)
-	}
-	if target := p.TargetSize(); target+delta > p.MaxSize() {
-		return nil, status.Errorf(codes.InvalidArgument, "node group %q: size increase too large: target size %d + %d exceeds max size %d", p.Name(), target, delta, p.MaxSize())
-	}
 	bctx, cancel := s.bound(ctx)
 	defer cancel()
-	if err := p.IncreaseSize(bctx, delta); err != nil {
-		// The check above raced with another increase.
-		if target := p.TargetSize(); target+delta > p.MaxSize() {
-			return nil, status.Errorf(codes.InvalidArgument, "node group %q: %v", p.Name(), err)
-		}
+	if err := p.IncreaseSize(bctx, int(req.GetDelta())); err != nil {
 		return nil, toStatus(err, codes.Internal, "increase size")
 	}
 	return &protos.NodeGroupIncreaseSizeResponse{}, nil
@@ -66,36 +54,23 @@ func (s *Server) NodeGroupDeleteNodes(ctx context.Context, req *protos.NodeGroup
 	if len(req.GetNodes()) == 0 {
 		return &protos.NodeGroupDeleteNodesResponse{}, nil
 	}
-	byID := map[string]pool.Instance{}
-	byName := map[string]pool.Instance{}
+	// Each node is named by what matches one of the pool's instances: its
+	// provider ID, else its name. The pool checks membership and the min
+	// size, all or nothing.
+	byID := map[string]bool{}
 	for _, in := range p.Instances() {
-		byID[in.ID] = in
-		byName[in.Name] = in
+		byID[in.ID] = true
 	}
 	ids := make([]string, 0, len(req.GetNodes()))
-	var unknown []string
-	live := 0
 	for _, n := range req.GetNodes() {
-		in, ok := byID[n.GetProviderID()]
 		id := n.GetProviderID()
-		if !ok || id == "" {
-			in, ok = byName[n.GetName()]
+		if id == "" || !byID[id] {
 			id = n.GetName()
 		}
-		if !ok || id == "" {
-			unknown = append(unknown, fmt.Sprintf("%q (provider ID %q)", n.GetName(), n.GetProviderID()))
-			continue
+		if id == "" {
+			return nil, status.Errorf(codes.InvalidArgument, "node group %q: a node has neither a provider ID nor a name", p.Name())
 		}
 		ids = append(ids, id)
-		if !placeholder(in) {
-			live++
-		}
-	}
-	if len(unknown) > 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "node group %q: nodes %v are not instances of the node group", p.Name(), unknown)
-	}
-	if target := p.TargetSize(); live > 0 && target-live < p.MinSize() {
-		return nil, status.Errorf(codes.FailedPrecondition, "node group %q: deleting %d nodes would take the target size %d below the min size %d", p.Name(), live, target, p.MinSize())
 	}
 	bctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -103,12 +78,6 @@ func (s *Server) NodeGroupDeleteNodes(ctx context.Context, req *protos.NodeGroup
 		return nil, toStatus(err, codes.Internal, "delete nodes")
 	}
 	return &protos.NodeGroupDeleteNodesResponse{}, nil
-}
-
-// placeholder reports whether an instance is the placeholder of a failed
-// create: it holds no capacity.
-func placeholder(in pool.Instance) bool {
-	return in.State == pool.Creating && in.Error != nil && in.ServerID == 0
 }
 
 // NodeGroupDecreaseTargetSize removes pending claims that have no server
@@ -120,13 +89,9 @@ func (s *Server) NodeGroupDecreaseTargetSize(ctx context.Context, req *protos.No
 	if err != nil {
 		return nil, err
 	}
-	delta := int(req.GetDelta())
-	if delta >= 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "node group %q: size decrease must be negative, got %d", p.Name(), delta)
-	}
 	bctx, cancel := s.bound(ctx)
 	defer cancel()
-	if err := p.DecreaseTargetSize(bctx, delta); err != nil {
+	if err := p.DecreaseTargetSize(bctx, int(req.GetDelta())); err != nil {
 		return nil, toStatus(err, codes.Internal, "decrease target size")
 	}
 	return &protos.NodeGroupDecreaseTargetSizeResponse{}, nil

@@ -229,6 +229,9 @@ func (s *Server) pool(id string) (*pool.Pool, error) {
 //   - [pool.ErrOfferingUnavailable]: ResourceExhausted. The pool's server
 //     type is sold out in its location; the autoscaler backs the group off
 //     and tries another.
+//   - [pool.ErrInvalidDelta], [pool.ErrAboveMax], [pool.ErrNotInPool]:
+//     InvalidArgument.
+//   - [pool.ErrBelowMin]: FailedPrecondition.
 //   - [pool.ErrClosed]: Unavailable; the server is shutting down.
 //   - context deadline or cancellation: DeadlineExceeded or Canceled.
 //   - anything else: fallback.
@@ -240,6 +243,10 @@ func toStatus(err error, fallback codes.Code, what string) error {
 	switch {
 	case errors.Is(err, pool.ErrOfferingUnavailable):
 		code = codes.ResourceExhausted
+	case errors.Is(err, pool.ErrInvalidDelta), errors.Is(err, pool.ErrAboveMax), errors.Is(err, pool.ErrNotInPool):
+		code = codes.InvalidArgument
+	case errors.Is(err, pool.ErrBelowMin):
+		code = codes.FailedPrecondition
 	case errors.Is(err, pool.ErrClosed):
 		code = codes.Unavailable
 	case errors.Is(err, context.DeadlineExceeded):

@@ -90,7 +90,7 @@ func (g *atomicGroup) fail() {
 
 func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*claim, error) {
 	if n <= 0 {
-		return nil, fmt.Errorf("pool %q: size increase must be positive, got %d", p.cfg.Name, n)
+		return nil, fmt.Errorf("pool %q: %w: size increase must be positive, got %d", p.cfg.Name, ErrInvalidDelta, n)
 	}
 	if e := p.offerings.check(p.cfg.ServerType, p.cfg.Location, p.cfg.PlacementGroup); e != nil && p.opts.unavailableTTL > 0 {
 		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, e)
@@ -108,7 +108,7 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 	target := p.targetLocked(snap)
 	if target+n > p.cfg.MaxSize {
 		p.mu.Unlock()
-		return nil, fmt.Errorf("pool %q: size increase too large: target size %d + %d exceeds max size %d", p.cfg.Name, target, n, p.cfg.MaxSize)
+		return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d", p.cfg.Name, ErrAboveMax, target, n, p.cfg.MaxSize)
 	}
 	now := p.now()
 	claims := make([]*claim, 0, n)
@@ -141,7 +141,7 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 // it working. delta must be negative.
 func (p *Pool) DecreaseTargetSize(ctx context.Context, delta int) error {
 	if delta >= 0 {
-		return fmt.Errorf("pool %q: size decrease must be negative, got %d", p.cfg.Name, delta)
+		return fmt.Errorf("pool %q: %w: size decrease must be negative, got %d", p.cfg.Name, ErrInvalidDelta, delta)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("pool %q: decrease target size: %w", p.cfg.Name, err)

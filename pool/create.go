@@ -382,13 +382,24 @@ func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, wh
 		p.cleanup(taskCtx, server, log)
 	}
 
+	// The offering is marked before the placeholder is published: whoever
+	// sees the failed instance must also see IncreaseSize fail at once.
+	info := classify(what, err)
+	if info.Class == OutOfResources && p.opts.unavailableTTL > 0 {
+		u := UnavailableError{ServerType: p.cfg.ServerType, Location: p.cfg.Location, Code: info.Code, Message: info.Message}
+		if info.Code == string(ErrorCodePlacementGroupMemberLimitReached) {
+			u.PlacementGroup = p.cfg.PlacementGroup
+		}
+		marked := p.offerings.mark(u, p.opts.unavailableTTL)
+		log.Warn("offering marked unavailable; scale-ups of the pool fail at once until then",
+			zap.Time("until", marked.Until))
+	}
+
 	p.mu.Lock()
 	cancelled := c.cancelled
-	var info ErrorInfo
 	if cancelled {
 		delete(p.claims, c.name)
 	} else {
-		info = classify(what, err)
 		c.phase, c.err = claimFailed, &info
 		c.serverID, c.status = 0, ""
 	}
@@ -405,15 +416,6 @@ func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, wh
 	p.metrics.ServerCreates.WithLabelValues(p.cfg.Name, metrics.ResultError, info.Code).Inc()
 	log.Warn("server creation failed", zap.String("class", info.Class.String()),
 		zap.String("code", info.Code), zap.String("message", info.Message))
-	if info.Class == OutOfResources && p.opts.unavailableTTL > 0 {
-		u := UnavailableError{ServerType: p.cfg.ServerType, Location: p.cfg.Location, Code: info.Code, Message: info.Message}
-		if info.Code == string(ErrorCodePlacementGroupMemberLimitReached) {
-			u.PlacementGroup = p.cfg.PlacementGroup
-		}
-		marked := p.offerings.mark(u, p.opts.unavailableTTL)
-		log.Warn("offering marked unavailable; scale-ups of the pool fail at once until then",
-			zap.Time("until", marked.Until))
-	}
 	p.observe()
 }
 

@@ -104,7 +104,7 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 	target := p.targetLocked(snap)
 	if !force && live > 0 && target-live < p.cfg.MinSize {
 		p.mu.Unlock()
-		return fmt.Errorf("pool %q: deleting %d instances would take the target size %d below the min size %d", p.cfg.Name, live, target, p.cfg.MinSize)
+		return fmt.Errorf("pool %q: %w: deleting %d instances would take the target size %d below the min size %d", p.cfg.Name, ErrBelowMin, live, target, p.cfg.MinSize)
 	}
 	var servers []*servercache.Server
 	for _, t := range targets {
@@ -131,7 +131,7 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 // resolveLocked finds what id names. skip reports an id that names
 // something already gone or being deleted. p.mu must be held.
 func (p *Pool) resolveLocked(snap *servercache.Snapshot, id string) (t deleteTarget, skip bool, err error) {
-	notOurs := fmt.Errorf("pool %q: instance %q does not belong to the pool", p.cfg.Name, id)
+	notOurs := fmt.Errorf("pool %q: %w: instance %q", p.cfg.Name, ErrNotInPool, id)
 	if pool, name, ok := ParseClaimID(id); ok {
 		if pool != p.cfg.Name {
 			return t, false, notOurs

@@ -21,6 +21,21 @@ import (
 // [Pool.Close].
 var ErrClosed = errors.New("pool closed")
 
+// Errors of requests a pool refuses, for errors.Is. Nothing is changed when
+// one is returned.
+var (
+	// ErrInvalidDelta: IncreaseSize with n <= 0, DecreaseTargetSize with
+	// delta >= 0.
+	ErrInvalidDelta = errors.New("invalid size change")
+	// ErrAboveMax: the increase would take the target size above the max.
+	ErrAboveMax = errors.New("size increase too large")
+	// ErrBelowMin: the delete would take the target size below the min.
+	ErrBelowMin = errors.New("size decrease too large")
+	// ErrNotInPool: an instance ID, provider ID or node name that names no
+	// instance of the pool.
+	ErrNotInPool = errors.New("instance does not belong to the pool")
+)
+
 // Deps are what a Pool works with. The clients and caches are shared by
 // all pools of a cluster; the resolved references are looked up once by
 // the caller (the pool never resolves names itself).
