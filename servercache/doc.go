@@ -22,8 +22,9 @@
 // [1-jitter, 1+jitter) ([DefaultJitter]), so that processes do not list in
 // lockstep. A listing of many pages stays fresh longer: at least
 // pages × 1 h / budget ([WithListingBudget], [DefaultListingBudget]), which
-// keeps the listings of 10,000 servers (200 pages) at or under 300 of
-// Hetzner's 3,600 requests per hour. Our own changes do not wait for a
+// keeps the listings of 10,000 servers (200 pages) to one an hour at most:
+// 200 of Hetzner's 3,600 requests per hour, in any hour, never two listings
+// in one. Our own changes do not wait for a
 // listing: [Cache.Upsert] and [Cache.Remove] apply creates, status changes
 // and completed deletes to the snapshot at once, copy-on-write.
 //

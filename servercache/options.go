@@ -12,7 +12,7 @@ const (
 	DefaultTTL           = 60 * time.Second
 	DefaultTypeTTL       = time.Hour
 	DefaultJitter        = 0.1
-	DefaultListingBudget = 300 // requests per hour: a tenth of Hetzner's default 3,600
+	DefaultListingBudget = 180 // requests per hour: 5% of Hetzner's default 3,600
 	DefaultListTimeout   = 2 * time.Minute
 	// MaxJitter bounds WithJitter so that an expiry never comes sooner than
 	// half the TTL.
@@ -100,7 +100,8 @@ func WithRand(f func() float64) Option {
 // requestsPerHour: a listing of P pages stays fresh for at least
 // P × 3600 s / requestsPerHour, even at the low end of the jitter. At
 // 10,000 servers (200 pages) and the default DefaultListingBudget that is
-// 40 minutes; our own creates and deletes reach the snapshot at once
+// 66 minutes, so no hour of the clock holds two listings (200 requests,
+// under a tenth of the default 3,600); our own creates and deletes reach the snapshot at once
 // through [Cache.Upsert] and [Cache.Remove], so only changes made by others
 // wait that long. A non-positive value keeps the default. TypeCatalog
 // ignores it.
