@@ -1,0 +1,74 @@
+// Package adapter plugs hcloudscale into a build of the Kubernetes Cluster
+// Autoscaler as an in-process cloud provider: [Provider] implements the
+// autoscaler's [cloudprovider.CloudProvider] and [NodeGroup] its
+// [cloudprovider.NodeGroup], one node group per pool, over an
+// [hcloudscale.Cluster].
+//
+// The package is a Go module of its own
+// (github.com/hcloudscale/hcloudscale/adapter), so that the library never
+// pulls the autoscaler's dependency tree into other builds. It is built
+// and tested against sigs.k8s.io/cluster-autoscaler at commit 33c3f97bf2
+// (2026-08-21).
+//
+// # Calls and contexts
+//
+// The autoscaler's interfaces carry no context. The Provider keeps one
+// root context, the only stored context in hcloudscale; each call that
+// may reach the API derives its own from it, bounded by the call timeout
+// ([DefaultCallTimeout], [WithCallTimeout]), and [Provider.Cleanup]
+// cancels it, waits for background work and closes the Cluster.
+//
+// Sizes, instances, NodeGroupForNode, GetOptions and node prices are
+// answered from memory. IncreaseSize records claims and returns; the
+// servers are created in the background, and a failed create shows in
+// Nodes as an instance in state creating with error info
+// (OutOfResourcesErrorClass for sold-out server types, full placement
+// groups and the like), which makes the autoscaler back the group off and
+// try another. DeleteNodes returns once the API accepted the deletes.
+// AtomicIncreaseSize returns once the claims are recorded and rolls the
+// whole scale-up back in the background if any server fails.
+// Refresh lists the servers when the listing's TTL has passed and answers
+// from the previous listing when a new one takes longer than the call
+// timeout.
+//
+// NewNodeGroup, Create and Delete return [cloudprovider.ErrNotImplemented]
+// itself, never wrapped (the autoscaler compares it by identity), and
+// change nothing: pools are configured, not auto-provisioned.
+//
+// # Nodes that are not ours
+//
+// NodeGroupForNode returns nil (and no error) for control-plane servers,
+// servers of other clusters, Robot servers (hrobot://, hcloud://bm-) and
+// other providers' nodes. HasInstance answers true with
+// cloudprovider.ErrNotImplemented for a node whose provider ID names no
+// Hetzner Cloud server: the autoscaler then treats such a node as gone
+// only if it carries the autoscaler's ToBeDeleted taint, as for providers
+// without HasInstance, so a Robot or foreign node is never taken for a
+// deleted server.
+//
+// # Errors
+//
+// Errors are the autoscaler's AutoscalerError: TransientError for a
+// sold-out offering ([pool.ErrOfferingUnavailable]) and for a call that
+// ran out of time, InternalError once the provider is shutting down,
+// CloudProviderError otherwise. errors.Is and errors.As see through them.
+//
+// # Pricing
+//
+// With --expander=price the autoscaler ranks scale-up options by node
+// price over the price of the pending pods. NodePrice is the hourly net
+// price of the pool's server type in its location times the hours
+// (template nodes are found by their hcloud/node-group label). PodPrice
+// must not depend on the option, so pods are priced at one rate for the
+// cluster: half of a pool's hourly price pays for its cores and half for
+// its memory, the cheapest pool per core and per GiB sets the rate, and a
+// pod's CPU and memory requests (counted as the scheduler counts them)
+// are priced at it.
+//
+// # Dependencies
+//
+// The adapter must not import package
+// github.com/hcloudscale/hcloudscale/externalgrpc: its generated protos
+// use the autoscaler's message names, and a binary that also links the
+// autoscaler's externalgrpc provider would panic at start-up.
+package adapter
