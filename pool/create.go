@@ -227,8 +227,14 @@ func (p *Pool) bringUp(ctx context.Context, res *created, log *zap.Logger) (stri
 			return "wait for adopted server", err
 		}
 		res.server = server
-		if !p.stoppedCreates || server.Status == hcloud.ServerStatusRunning {
+		if server.Status == hcloud.ServerStatusRunning {
 			return "", nil
+		}
+		if !p.stoppedCreates {
+			// Created to start at once, yet off with no action running:
+			// its create or start action failed.
+			return "wait for adopted server", &infoError{ErrorInfo{Class: Other, Code: CodeActionFailed,
+				Message: fmt.Sprintf("server %s is off after its create: its create or start action failed", server.Name)}}
 		}
 	} else if err := p.deps.Waiter.Wait(ctx, res.actions...); err != nil {
 		return "wait for create", err
@@ -265,13 +271,10 @@ func (p *Pool) bringUp(ctx context.Context, res *created, log *zap.Logger) (stri
 }
 
 // adoptedDone reports whether an adopted server has finished its create:
-// it runs, or, for a pool that creates servers stopped, it is off with no
-// action running.
+// it runs, or it is off with no action running (for a pool that creates
+// servers stopped, the create is done; for the others, it failed).
 func (p *Pool) adoptedDone(s *hcloud.Server) bool {
-	if s.Status == hcloud.ServerStatusRunning {
-		return true
-	}
-	return p.stoppedCreates && s.Status == hcloud.ServerStatusOff && !s.Locked
+	return s.Status == hcloud.ServerStatusRunning || (s.Status == hcloud.ServerStatusOff && !s.Locked)
 }
 
 // awaitStatus polls a server at the waiter's interval until done says so.

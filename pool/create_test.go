@@ -496,3 +496,23 @@ func TestConcurrentIncreaseSizeNeverExceedsMax(t *testing.T) {
 		t.Errorf("servers = %d; want 25", got)
 	}
 }
+
+// TestAdoptedServerWhoseStartFailed: a server adopted after a lost create
+// response that stays off (its start action failed) is a failed create at
+// once, not a flow that polls it until the creation timeout; and it is
+// deleted.
+func TestAdoptedServerWhoseStartFailed(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	p := e.newPool(poolConfig("workers", 0, 10), WithRetry(3, time.Millisecond), WithCreationTimeout(time.Hour))
+	e.fake.FailRequest("POST /servers", 1, hcloudtest.RequestFault{Drop: true, AfterEffect: true})
+	e.fake.FailAction("start_server", "", "")
+	if err := p.IncreaseSize(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(p)
+	ins := p.Instances()
+	if len(ins) != 1 || ins[0].State != Creating || ins[0].Error == nil || ins[0].Error.Code != CodeActionFailed {
+		t.Fatalf("Instances() = %+v; want one placeholder with code %s", ins, CodeActionFailed)
+	}
+	e.eventually("the off server to be deleted", 100*time.Millisecond, func() bool { return len(e.servers("workers")) == 0 })
+}
