@@ -8,7 +8,26 @@
 // (github.com/hcloudscale/hcloudscale/adapter), so that the library never
 // pulls the autoscaler's dependency tree into other builds. It is built
 // and tested against sigs.k8s.io/cluster-autoscaler at commit 33c3f97bf2
-// (2026-08-21).
+// (2026-08-21). README.md in this directory says how to add it to a fork
+// of kubernetes/autoscaler.
+//
+// # Registration
+//
+// One line in an init function of the autoscaler build:
+//
+//	adapter.Register("hcloudscale") // --cloud-provider=hcloudscale
+//
+// Registered as "hetzner" it replaces the built-in Hetzner provider,
+// which must then not be linked (its registration under the same name
+// would end the process). The provider reads what the built-in one reads:
+// the HCLOUD_* environment variables and one --nodes flag per pool (see
+// package config); --cloud-config is not read, and
+// --node-group-auto-discovery is an error.
+//
+// The autoscaler's builder cannot return an error. [New] is the
+// constructor that does, with every problem joined; only the builder that
+// Register installs ends the process (status 1) after logging each
+// problem on a line of its own.
 //
 // # Calls and contexts
 //
@@ -65,7 +84,17 @@
 // pod's CPU and memory requests (counted as the scheduler counts them)
 // are priced at it.
 //
-// # Dependencies
+// # Logs and metrics
+//
+// [NewKlogLogger] bridges hcloudscale's zap logs to klog, so they appear
+// in the autoscaler's log and obey its --v flag: debug (API traffic with
+// secrets redacted, listings) at V(5), info (scale-ups, servers running,
+// deletes) at V(0), warnings and errors as such, each with its fields and
+// the file:line that logged. Register uses it, and registers the
+// hcloudscale_* and hcloud_api_* metrics with the autoscaler's registry,
+// served on its --address endpoint. A build that also links the built-in
+// Hetzner provider has hcloud_api_* registered already: those series are
+// then not exported twice, and a warning says so.
 //
 // The adapter must not import package
 // github.com/hcloudscale/hcloudscale/externalgrpc: its generated protos

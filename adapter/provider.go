@@ -21,8 +21,8 @@ import (
 )
 
 const (
-	// DefaultName is the cloud provider name of [Register] in the README's
-	// examples, and the [Provider.Name] unless [WithName] says otherwise.
+	// DefaultName is what [Provider.Name] reports unless [WithName] sets
+	// the name the provider is registered under.
 	DefaultName = "hcloudscale"
 
 	// GPULabel is the node label the autoscaler reads to tell GPU nodes
@@ -309,8 +309,8 @@ func (p *Provider) HasInstance(node *apiv1.Node) (bool, error) {
 	return ok, nil
 }
 
-// Pricing returns the price model of the pools: see [Provider] pricing in
-// the package documentation.
+// Pricing returns the price model of the pools, described under Pricing
+// in the package documentation.
 func (p *Provider) Pricing() (cloudprovider.PricingModel, caerrors.AutoscalerError) {
 	return &pricingModel{provider: p}, nil
 }
