@@ -101,10 +101,13 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 			live++
 		}
 	}
+	// Failed creations hold no capacity, so they do not count towards min
+	// either: with one server and one placeholder at min 1, the server
+	// stays.
 	target := p.targetLocked(snap)
-	if !force && live > 0 && target-live < p.cfg.MinSize {
+	if healthy := target - p.failedLocked(snap, now); !force && live > 0 && healthy-live < p.cfg.MinSize {
 		p.mu.Unlock()
-		return fmt.Errorf("pool %q: %w: deleting %d instances would take the target size %d below the min size %d", p.cfg.Name, ErrBelowMin, live, target, p.cfg.MinSize)
+		return fmt.Errorf("pool %q: %w: deleting %d instances would leave %d of %d below the min size %d", p.cfg.Name, ErrBelowMin, live, healthy-live, target, p.cfg.MinSize)
 	}
 	var servers []*servercache.Server
 	for _, t := range targets {
@@ -170,6 +173,28 @@ func (p *Pool) resolveLocked(snap *servercache.Snapshot, id string) (t deleteTar
 
 // failedCreation reports a server that Instances shows as a failed
 // creation (Creating with an error).
+// failedLocked counts the failed creations the target includes:
+// placeholders and servers that never came up.
+func (p *Pool) failedLocked(snap *servercache.Snapshot, now time.Time) int {
+	n := 0
+	for _, c := range p.claims {
+		if !c.cancelled && c.phase == claimFailed {
+			n++
+		}
+	}
+	if snap != nil {
+		for _, s := range snap.Pool(p.cfg.Name) {
+			if _, owned := p.claims[s.Name]; owned || p.deletingLocked(s) {
+				continue
+			}
+			if p.failedCreation(s, now) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func (p *Pool) failedCreation(s *servercache.Server, now time.Time) bool {
 	state, info := serverState(s, now, p.opts.creationTimeout, p.stoppedCreates)
 	return state == Creating && info != nil
