@@ -257,7 +257,9 @@ func TestCapacityErrorsMakePlaceholdersAndFailFast(t *testing.T) {
 		ue.Until.After(e.clock.Now().Add(DefaultUnavailableTTL)) || !ue.Until.After(epoch.Add(DefaultUnavailableTTL)) {
 		t.Errorf("IncreaseSize(1) error = %#v; want cx23 in fsn1, resource_unavailable, until 5m after the failure", ue)
 	}
-	if d := time.Since(start); d > 50*time.Millisecond {
+	// The request count below is the proof; the bound only catches a wait
+	// (a loaded CI machine with the race detector is slow, not waiting).
+	if d := time.Since(start); d > time.Second {
 		t.Errorf("failing IncreaseSize took %s; want it immediate", d)
 	}
 	if got := len(e.fake.Requests()); got != requests {
