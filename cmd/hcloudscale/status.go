@@ -132,7 +132,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	if err != nil {
 		return reportConfigError(stderr, "status", "configuration", err)
 	}
-	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log))
+	// A sold-out type or a missing image is what an operator runs status
+	// to look at: it is shown as a warning, not a refusal.
+	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithLenientChecks())
 	if err != nil {
 		return reportConfigError(stderr, "status", "checking the configuration against the API", err)
 	}

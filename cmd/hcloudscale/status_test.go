@@ -140,3 +140,29 @@ func TestStatusFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusWithSoldOutType: status still reports a cluster whose pool's
+// server type cannot be ordered in its location; the offering says so and
+// the problem is a warning.
+func TestStatusWithSoldOutType(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	if err := p.api.SetServerTypeAvailable("cax21", "hel1", false); err != nil {
+		t.Fatal(err)
+	}
+	r := runCmd(t, runStatus, p.env(t, nil), append([]string{"-o", "json"}, exampleNodes...)...)
+	if r.code != exitOK {
+		t.Fatalf("status = %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
+	}
+	res := decodeJSON[statusResult](t, r)
+	offerings := map[string]string{}
+	for _, ps := range res.Pools {
+		offerings[ps.Name] = ps.Offering
+	}
+	if got := offerings["arm-batch-hel1"]; got != "unavailable" {
+		t.Errorf("arm-batch-hel1 offering = %q, want unavailable", got)
+	}
+	if !strings.Contains(strings.Join(res.Warnings, "\n"), `server type "cax21" is not available in location "hel1"`) {
+		t.Errorf("warnings = %q, want one about cax21 in hel1", res.Warnings)
+	}
+}
