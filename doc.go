@@ -1,12 +1,15 @@
 // Package hcloudscale autoscales Kubernetes worker-node pools on Hetzner
 // Cloud.
 //
-// It is a library first. Package config reads and validates the settings of
-// the Cluster Autoscaler's Hetzner provider (the same environment variables,
-// --nodes specs and cluster-config JSON); imageresolve picks the image per
-// architecture; servercache keeps one label-selected listing of the
-// cluster's servers; pool scales one node pool. This package wires them into
-// a [Cluster]:
+// It is a library first, and a drop-in replacement for the Cluster
+// Autoscaler's built-in Hetzner provider: the same environment variables,
+// --nodes specs, cluster-config JSON, server labels and provider IDs.
+// Package [github.com/hcloudscale/hcloudscale/config] reads and validates
+// those settings; [github.com/hcloudscale/hcloudscale/imageresolve] picks
+// the image per architecture; [github.com/hcloudscale/hcloudscale/servercache]
+// keeps one label-selected listing of the cluster's servers;
+// [github.com/hcloudscale/hcloudscale/pool] scales one node pool. This
+// package wires them into a [Cluster]:
 //
 //	cfg, err := config.LoadFromOS([]string{"0:10:cpx31:fsn1:workers"})
 //	if err != nil {
@@ -19,6 +22,11 @@
 //	defer c.Close(ctx)
 //	err = c.Pool("workers").IncreaseSize(ctx, 3) // returns at once
 //
+// The Cluster Autoscaler reaches a Cluster through package
+// [github.com/hcloudscale/hcloudscale/externalgrpc] (the hcloudscale serve
+// command, for a stock autoscaler image) or through the adapter module
+// github.com/hcloudscale/hcloudscale/adapter (in-process, in a fork).
+//
 // # What New checks
 //
 // Before the first scale-up, [New] looks up every reference once: the
@@ -26,16 +34,43 @@
 // SSH key and placement group (and that the pools sharing a placement group
 // fit into its ten places), that each pool's server type exists and is
 // available in the pool's location, and that an image exists for the type's
-// architecture. Everything wrong is reported together.
+// architecture. Everything wrong is reported together. [WithLenientChecks]
+// turns the server-type and image checks into warnings
+// ([Cluster.Warnings]), for tools that inspect or clean up a cluster whose
+// offer has changed.
 //
 // # Requests and the API budget
 //
-// All pools share one client. Requests pass through a pacer that reads the
-// RateLimit-* headers and keeps a reserve of the project's hourly budget for
-// the other tools that share it, and through a debug log (zap debug level)
-// that redacts the token, user data and passwords. Servers are listed once
-// per TTL for all pools together; in-flight actions of all pools are polled
-// together.
+// All pools share one hcloud-go client ([Cluster.Client]). Requests pass
+// through a pacer that reads the RateLimit-* headers and keeps a reserve of
+// the project's hourly budget for the other tools that share it (5% by
+// default, 180 of 3,600; [WithRateLimitReserve]; [Cluster.RateLimit] reports
+// the estimate), and through a debug log (zap debug level) that redacts the
+// token, user data and passwords.
+//
+// Servers are listed for all pools together, with one label-selected
+// listing per TTL ([WithListTTL], [DefaultListTTL]); [Cluster.Refresh] lists
+// only when the TTL has passed. Large clusters are listed less often, so
+// that listings cost at most 180 requests an hour: 10,000 servers (200
+// pages) are listed at most once an hour. Our own creates and deletes reach
+// the listing at once. In-flight actions of all pools are polled together,
+// 50 per request, every [DefaultPollInterval] ([WithPollInterval]).
+//
+// # Nodes
+//
+// [Cluster.PoolForNode] maps a Kubernetes node to its pool by provider ID
+// ("hcloud://<server id>") or node name, from memory in constant time;
+// nodes that are not servers of a pool (control planes, other clusters,
+// Robot servers) map to nil. [Cluster.HasServer] tells whether the server
+// behind a provider ID still exists, and returns [ErrNotHCloud] for
+// provider IDs of other schemes.
+//
+// # Metrics
+//
+// [WithRegisterer] registers the pools' metrics (hcloudscale_pool_*,
+// hcloudscale_server_*, hcloudscale_unavailable_offerings), the rate-limit
+// budget (hcloudscale_api_*) and hcloud-go's request metrics (hcloud_api_*).
+// The repository README lists every series.
 //
 // # One writer
 //
