@@ -46,8 +46,8 @@
 //     an error unless HCLOUD_NETWORK is set: such a server has no network.
 //   - HCLOUD_SERVER_CREATION_TIMEOUT: how long creating one server may take:
 //     whole minutes as upstream ("10"), or a Go duration ("90s"); it must be
-//     positive and at most 24 hours. Default
-//     [DefaultCreationTimeout]. Upstream silently used 5 minutes for values
+//     positive and at most 24 hours. Default [DefaultCreationTimeout]
+//     (5 minutes). Upstream silently used 5 minutes for values
 //     it could not parse; here they are errors.
 //   - HCLOUD_CLUSTER_NAME (new): the cluster name, as the JSON clusterName,
 //     so that the legacy format can use it too. When both are set they must
@@ -122,7 +122,8 @@
 //   - nodeConfigs: one entry per --nodes pool, keyed by pool name. In this
 //     format every pool needs an entry; an entry no pool uses is a warning.
 //   - nodeConfigs.<pool>.cloudInit: user data, plain text, at most
-//     [MaxCloudInitBytes] (32 KiB).
+//     [MaxCloudInitBytes] (32 KiB). The keys below are those of a pool
+//     entry too.
 //   - labels: Kubernetes labels of the pool's template node (key and value
 //     syntax of Kubernetes). As upstream, they are not applied to the nodes:
 //     cloud-init or the kubelet must set them.
@@ -133,7 +134,7 @@
 //     Kubernetes label syntax, effect one of NoSchedule, PreferNoSchedule,
 //     NoExecute; no two taints with the same key and effect. A timeAdded key,
 //     which upstream's decoding accepted, is ignored with a warning.
-//   - imagesForArch: the pool's image specs. The image of an architecture is
+//   - imagesForArch (in a pool entry): the pool's image specs. The image of an architecture is
 //     the pool's spec, else the global imagesForArch spec, else HCLOUD_IMAGE,
 //     else [DefaultImage]. Upstream replaced the whole global object with
 //     the pool's; here an architecture the pool leaves out falls through to
@@ -154,7 +155,7 @@
 //     [MaxPlacementGroupServers] (10). Groups are compared by the string
 //     given.
 //   - maxPods (new): pod capacity of the template node, [MinMaxPods] to
-//     [MaxMaxPods]; unset means [DefaultMaxPods].
+//     [MaxMaxPods] (1 to 1000); unset means [DefaultMaxPods] (110).
 //   - reserved (new): "cpu", "memory" and "ephemeral-storage" (the
 //     Kubernetes resource names, as in the kubelet's --kube-reserved)
 //     subtracted from the capacity of the template node; non-negative

@@ -24,7 +24,7 @@
 // every retry, so a retried create can never make a second server. The
 // claims' create flows run in the background; the pool bounds their
 // create-side requests (create, attach, power on) to
-// [WithCreateConcurrency] at a time, and their action waits are shared by
+// [WithCreateConcurrency] ([DefaultCreateConcurrency]) at a time, and their action waits are shared by
 // the [Waiter].
 //
 // # The create flow
@@ -85,7 +85,7 @@
 //
 // After a capacity error the pool remembers the offering (server type in
 // location, or the placement group) as unavailable for
-// [WithUnavailableTTL] (5 minutes): IncreaseSize then fails at once with
+// [WithUnavailableTTL] ([DefaultUnavailableTTL], 5 minutes): IncreaseSize then fails at once with
 // an error matching [ErrOfferingUnavailable], records no claim and makes
 // no API call. The autoscaler backs a group off as soon as IncreaseSize
 // returns an error, so this is the fastest fail-over to another pool.
@@ -173,7 +173,7 @@
 //	         threshold and the guest-memory shortfall (5% + 100 MiB of the
 //	         advertised memory, which the guest kernel never reports)
 //	storage  capacity − 10% (the nodefs eviction threshold) −
-//	         reserved.ephemeralStorage
+//	         reserved.ephemeral-storage
 //
 // The pool's reserved values replace the kube-reserved estimate rather
 // than adding to it, because they describe what the node's kubelet
@@ -201,7 +201,7 @@
 // # Waiter
 //
 // One [Waiter] per process polls every action that any caller waits for:
-// per tick (500 ms) it lists the running action IDs of all callers, 50 per
+// per tick ([DefaultPollInterval], 500 ms) it lists the running action IDs of all callers, 50 per
 // GET /actions (the largest page; the requests of one tick run in
 // parallel), and wakes each caller when its actions have finished. The
 // request count grows with ticks, not with servers; nothing is polled

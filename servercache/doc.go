@@ -18,15 +18,19 @@
 //
 // # Freshness and cost
 //
-// A snapshot is fresh for a TTL ([DefaultTTL]) times a random factor in
-// [1-jitter, 1+jitter) ([DefaultJitter]), so that processes do not list in
-// lockstep. A listing of many pages stays fresh longer: at least
-// pages × 1 h / budget ([WithListingBudget], [DefaultListingBudget]), which
-// keeps the listings of 10,000 servers (200 pages) to one an hour at most:
-// 200 of Hetzner's 3,600 requests per hour, in any hour, never two listings
-// in one. Our own changes do not wait for a
-// listing: [Cache.Upsert] and [Cache.Remove] apply creates, status changes
-// and completed deletes to the snapshot at once, copy-on-write.
+// A snapshot is fresh for a TTL ([DefaultTTL], 60 s) times a random factor
+// in [1-jitter, 1+jitter) ([DefaultJitter], 0.1), so that processes do not
+// list in lockstep. A listing of many pages stays fresh longer, so that
+// listings cost at most a budget of requests per hour
+// ([WithListingBudget]; [DefaultListingBudget] is 180, 5% of Hetzner's
+// default 3,600): a listing of P pages stays fresh for at least
+// P × 3600 s / budget even at the low end of the jitter. Up to 100 servers
+// (2 pages) the TTL decides; 10,000 servers (200 pages) are listed every
+// 66.7 minutes at the soonest and about every 74 minutes on average, so no
+// hour of the clock holds two listings (200 requests). Our own changes do
+// not wait for a listing: [Cache.Upsert] and [Cache.Remove] apply creates,
+// status changes and completed deletes to the snapshot at once,
+// copy-on-write.
 //
 // Concurrent [Cache.Get] calls after an expiry share one listing
 // (singleflight). A caller whose context ends stops waiting at once; the
