@@ -21,12 +21,16 @@
 // [NewServer] answers every RPC of the service over an
 // [hcloudscale.Cluster]; register it with
 // [protos.RegisterCloudProviderServer] on a grpc.Server, add
-// [Server.UnaryInterceptor] for logs and metrics, and use
+// [Server.UnaryInterceptor] for logs and metrics
+// (hcloudscale_externalgrpc_requests_total by method and status code,
+// hcloudscale_externalgrpc_request_duration_seconds by method, on the
+// registerer of [WithRegisterer]), and use
 // [ServerTLSConfig] for the mutual TLS the autoscaler's client speaks.
 // The hcloudscale serve command does all of that.
 //
 // Every answer comes from memory, or from work bounded by the call timeout
-// ([WithCallTimeout], 4 s: the autoscaler gives each call 5 s):
+// ([WithCallTimeout], [DefaultCallTimeout] 4 s: the autoscaler gives each
+// call 5 s):
 //
 //   - NodeGroupIncreaseSize records claims and returns; the servers are
 //     created in the background, and a failed create shows in
@@ -56,8 +60,9 @@
 // whose server type is remembered as sold out in its location
 // ([pool.ErrOfferingUnavailable]); it fails at once so that the
 // autoscaler moves on to another group. Unavailable: a failed server
-// listing in Refresh, or a server that is shutting down. Internal:
-// anything else. Unimplemented is answered only by NodeGroupGetOptions,
+// listing in Refresh, or a server that is shutting down.
+// DeadlineExceeded or Canceled: work that ran out of the call timeout or
+// whose call was cancelled. Internal: anything else. Unimplemented is answered only by NodeGroupGetOptions,
 // see below. Messages name the group and the value at fault and never
 // contain the token or user data.
 //
