@@ -34,17 +34,18 @@
 //
 // # Cache and API cost
 //
-// Results are cached per spec and architecture for [WithTTL] (five minutes
-// by default): a pool growing by 50 servers costs one lookup, and a new
+// Results are cached per spec and architecture for [WithTTL]
+// ([DefaultTTL], five minutes): a pool growing by 50 servers costs one lookup, and a new
 // snapshot matching a selector is used within one TTL; [Resolver.Invalidate]
 // forces it sooner. "Not found" and "wrong architecture" are cached for
-// [WithNegativeTTL] (30 seconds), short so a freshly uploaded image is found
+// [WithNegativeTTL] ([DefaultNegativeTTL], 30 seconds), short so a freshly uploaded image is found
 // soon, long enough that a misconfigured pool retried every autoscaler loop
 // does not cost up to three requests each time. Failed requests are never
 // cached.
 //
 // Concurrent lookups of one spec and architecture share one request chain
 // (singleflight). A caller whose context ends returns at once; the lookup
-// goes on for the others under its own deadline ([WithLookupTimeout]).
+// goes on for the others under its own deadline ([WithLookupTimeout],
+// [DefaultLookupTimeout]).
 // [Resolver.Close] cancels lookups still running and waits for them.
 package imageresolve
