@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -214,6 +216,7 @@ func (d *demo) setup(ctx context.Context) error {
 	d.cluster, err = hcloudscale.New(ctx, cfg,
 		hcloudscale.WithLogger(d.log),
 		hcloudscale.WithPollInterval(d.t.poll),
+		hcloudscale.WithTransport(callCountingTransport{next: http.DefaultTransport.(*http.Transport).Clone()}),
 	)
 	if err != nil {
 		return fmt.Errorf("building the cluster: %w", err)
@@ -247,13 +250,13 @@ func (d *demo) setup(ctx context.Context) error {
 // scaleUp asks for three workers and shows them come up.
 func (d *demo) scaleUp(ctx context.Context, workers *pool.Pool) error {
 	d.printf("\n1. Scale-up: the autoscaler asks %s for 3 servers\n", workers.Name())
-	before := sum(d.api.Counts())
+	callCtx, calls := countCalls(ctx)
 	began := time.Now()
-	if err := workers.IncreaseSize(ctx, 3); err != nil {
+	if err := workers.IncreaseSize(callCtx, 3); err != nil {
 		return fmt.Errorf("IncreaseSize on %s: %w", workers.Name(), err)
 	}
 	d.printf("   IncreaseSize(3) returned after %s with %s; target size %d.\n",
-		since(began), plural(sum(d.api.Counts())-before, "API request"), workers.TargetSize())
+		since(began), plural(int(calls.Load()), "API request"), workers.TargetSize())
 	d.printf("   The servers are created in the background (one loop of the autoscaler is not blocked):\n")
 	if err := d.watch(ctx, func() bool { return workers.Status().Running == 3 }, workers); err != nil {
 		return err
@@ -294,20 +297,20 @@ func (d *demo) failOver(ctx context.Context, soldOut, next *pool.Pool) error {
 	}
 	d.printf("   The autoscaler recognises a failed scale-up by Creating instances with an error;\n")
 	d.printf("   OutOfResources makes it back %s off and delete them (no API request):\n", soldOut.Name())
-	before := sum(d.api.Counts())
-	if err := soldOut.DeleteInstances(ctx, failed); err != nil {
+	callCtx, calls := countCalls(ctx)
+	if err := soldOut.DeleteInstances(callCtx, failed); err != nil {
 		return fmt.Errorf("deleting the placeholders of %s: %w", soldOut.Name(), err)
 	}
 	d.printf("   DeleteInstances removed %s with %s; target size %d\n",
-		plural(len(failed), "placeholder"), plural(sum(d.api.Counts())-before, "API request"), soldOut.TargetSize())
+		plural(len(failed), "placeholder"), plural(int(calls.Load()), "API request"), soldOut.TargetSize())
 
-	before = sum(d.api.Counts())
-	err := soldOut.IncreaseSize(ctx, 2)
+	callCtx, calls = countCalls(ctx)
+	err := soldOut.IncreaseSize(callCtx, 2)
 	if !errors.Is(err, pool.ErrOfferingUnavailable) {
 		return fmt.Errorf("IncreaseSize on %s after the capacity error: got %v, want an error matching pool.ErrOfferingUnavailable", soldOut.Name(), err)
 	}
 	d.printf("   Until the offering is retried (5 minutes), IncreaseSize on %s fails at once, with %s:\n",
-		soldOut.Name(), plural(sum(d.api.Counts())-before, "API request"))
+		soldOut.Name(), plural(int(calls.Load()), "API request"))
 	d.printf("     %v\n", err)
 
 	nc := next.Config()
@@ -362,6 +365,30 @@ func newestServers(p *pool.Pool, n int) []string {
 		ids = append(ids, in.ID)
 	}
 	return ids
+}
+
+// callCounterKey marks a context whose API requests countCalls counts.
+type callCounterKey struct{}
+
+// countCalls returns a context that counts the API requests made with it
+// (or with contexts derived from it) into the returned counter. The fake
+// API's own counts cannot tell what one call cost: the create flows that
+// IncreaseSize starts in the background run on contexts of their own and
+// may send requests before IncreaseSize has returned to its caller.
+func countCalls(ctx context.Context) (context.Context, *atomic.Int64) {
+	n := new(atomic.Int64)
+	return context.WithValue(ctx, callCounterKey{}, n), n
+}
+
+// callCountingTransport counts each request whose context carries a
+// counter from countCalls.
+type callCountingTransport struct{ next http.RoundTripper }
+
+func (t callCountingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if n, ok := req.Context().Value(callCounterKey{}).(*atomic.Int64); ok {
+		n.Add(1)
+	}
+	return t.next.RoundTrip(req)
 }
 
 // watch prints a line per pool whenever what the pools or the fake API

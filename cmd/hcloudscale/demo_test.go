@@ -5,6 +5,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,6 +60,48 @@ func TestDemo(t *testing.T) {
 	}
 	if stderr.Len() > 0 {
 		t.Errorf("stderr = %q, want nothing", stderr.String())
+	}
+}
+
+// slowScaleUpLog is a log writer that holds up the first "scale-up
+// requested" entry, the last thing IncreaseSize does before it returns, so
+// that the create flows it started send their requests meanwhile.
+type slowScaleUpLog struct {
+	mu      sync.Mutex // guards buf and delayed
+	buf     bytes.Buffer
+	delayed bool
+}
+
+func (w *slowScaleUpLog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	first := !w.delayed && bytes.Contains(p, []byte("scale-up requested"))
+	if first {
+		w.delayed = true
+	}
+	w.mu.Unlock()
+	if first {
+		time.Sleep(300 * time.Millisecond)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+// TestDemoCountsOnlyTheCallsRequests checks that the narrated request
+// count of IncreaseSize is what the call cost, not what the background
+// create flows sent before it returned.
+func TestDemoCountsOnlyTheCallsRequests(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	var stdout bytes.Buffer
+	stderr := &slowScaleUpLog{}
+	code := runDemo(context.Background(), []string{"--fast", "--log-level=info"}, &stdout, stderr, config.Env{})
+	if code != exitOK {
+		t.Fatalf("runDemo --fast = %d, want %d; stdout:\n%s", code, exitOK, stdout.String())
+	}
+	want := regexp.MustCompile(`IncreaseSize\(3\) returned after \S+ with 0 API requests; target size 3\.`)
+	if !want.MatchString(stdout.String()) {
+		t.Errorf("output does not match %q while the create flows ran before IncreaseSize returned; output:\n%s", want, stdout.String())
 	}
 }
 
