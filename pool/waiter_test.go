@@ -64,6 +64,19 @@ func receive(t *testing.T, ch <-chan error, clock *hcloudtest.ManualClock) error
 	}
 }
 
+// waitRegistered waits until n calls wait for the action with the given
+// ID, so that what a test does next happens to a waiting call rather than
+// racing its start.
+func waitRegistered(t *testing.T, w *Waiter, id int64, n int) {
+	t.Helper()
+	e := &env{t: t}
+	e.eventually("the callers to register", 0, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.byID[id]) == n
+	})
+}
+
 func TestWaiterReportsSuccessAndFailure(t *testing.T) {
 	fake, client, clock, w := waiterEnv(t)
 	ok := createRaw(t, client, "ok")
@@ -144,12 +157,12 @@ func TestWaiterBatchesAllCallers(t *testing.T) {
 }
 
 func TestWaiterCallerCancellation(t *testing.T) {
-	fake, client, clock, w := waiterEnv(t)
+	_, client, clock, w := waiterEnv(t)
 	a := createRaw(t, client, "a")
 	ctx, cancel := context.WithCancel(t.Context())
 	first := waitAsync(ctx, w, a)
 	second := waitAsync(t.Context(), w, a)
-	time.Sleep(5 * time.Millisecond)
+	waitRegistered(t, w, a.ID, 2)
 	cancel()
 	err := receive(t, first, nil)
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), itoa(a.ID)) {
@@ -159,7 +172,6 @@ func TestWaiterCallerCancellation(t *testing.T) {
 	if err := receive(t, second, clock); err != nil {
 		t.Errorf("second caller = %v; want nil", err)
 	}
-	_ = fake
 }
 
 func TestWaiterActionNotFound(t *testing.T) {
@@ -189,7 +201,7 @@ func TestWaiterClose(t *testing.T) {
 	_, client, _, w := waiterEnv(t)
 	a := createRaw(t, client, "a")
 	ch := waitAsync(t.Context(), w, a)
-	time.Sleep(5 * time.Millisecond)
+	waitRegistered(t, w, a.ID, 1)
 	w.Close()
 	if err := receive(t, ch, nil); !errors.Is(err, ErrWaiterClosed) {
 		t.Errorf("Wait during Close = %v; want ErrWaiterClosed", err)
