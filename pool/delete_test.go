@@ -310,17 +310,29 @@ func TestDecreaseTargetSize(t *testing.T) {
 	}
 
 	// Three servers being created (their actions take an hour), two
-	// claims still queued behind a create concurrency of 3.
+	// claims still queued behind a create concurrency of 3. A flow holds
+	// its slot only while its request is in flight, so the fake keeps the
+	// three create requests for 2 s: far longer than the calls below take
+	// on a loaded machine, and no slot frees up before the decrease.
 	q := e.newPool(poolConfig("queue", 0, 20), WithCreateConcurrency(3))
 	if _, err := e.cache.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	e.fake.SetLatency(50 * time.Millisecond)
+	e.fake.SetLatency(2 * time.Second)
 	if err := q.IncreaseSize(t.Context(), 3); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually("three create requests", 0, func() bool { return e.fake.Count("POST /servers") == 3 })
-	e.fake.SetLatency(time.Second)
+	e.eventually("three create requests in flight", 0, func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		n := 0
+		for _, c := range q.claims {
+			if c.phase == claimCreating {
+				n++
+			}
+		}
+		return n == 3
+	})
 	if err := q.IncreaseSize(t.Context(), 2); err != nil {
 		t.Fatal(err)
 	}
