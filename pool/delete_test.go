@@ -189,15 +189,20 @@ func TestDeleteInstancesCancelsPendingClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 		var queued Instance
-		e.eventually("one claim in flight", 0, func() bool {
+		e.eventually("one claim in flight and one queued", 0, func() bool {
 			p.mu.Lock()
 			defer p.mu.Unlock()
+			queued = Instance{}
+			sending := 0
 			for _, c := range p.claims {
-				if c.phase == claimQueued {
+				switch c.phase {
+				case claimQueued:
 					queued = Instance{ID: ClaimID("workers", c.name), Name: c.name}
+				case claimCreating:
+					sending++
 				}
 			}
-			return queued.ID != "" && e.fake.Count("POST /servers")+len(p.claims) > 0
+			return queued.ID != "" && sending == 1
 		})
 		if err := p.DeleteInstances(t.Context(), []string{queued.ID}); err != nil {
 			t.Fatalf("DeleteInstances(queued claim) error: %v", err)
@@ -209,6 +214,9 @@ func TestDeleteInstancesCancelsPendingClaims(t *testing.T) {
 		e.settle(p)
 		if got := e.servers("workers"); len(got) != 1 || got[0].Name == queued.Name {
 			t.Errorf("servers = %+v; want one, not %s", got, queued.Name)
+		}
+		if got := e.fake.Count("POST /servers"); got != 1 {
+			t.Errorf("POST /servers = %d; want 1: the deleted queued claim must not send its create", got)
 		}
 	})
 	t.Run("create request in flight", func(t *testing.T) {
