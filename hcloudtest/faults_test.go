@@ -227,7 +227,13 @@ func TestCloseWaitsForRequestsAndCutsLatencyShort(t *testing.T) {
 		_, _, err := client.Server.List(t.Context(), hcloud.ServerListOpts{})
 		done <- err
 	}()
-	time.Sleep(100 * time.Millisecond) // loopback: the request is sleeping by now
+	// Close must find the request inside the handler, sleeping its
+	// latency: before that, it is not outstanding and may be refused.
+	for deadline := time.Now().Add(10 * time.Second); s.ActiveRequests() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the List request did not reach the server")
+		}
+	}
 	start := time.Now()
 	s.Close()
 	if elapsed := time.Since(start); elapsed > 5*time.Second {

@@ -2,6 +2,7 @@ package hcloudtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -133,6 +134,15 @@ func (s *Server) Close() {
 		}
 		s.lifeMu.Unlock()
 		if s.http != nil {
+			// The handlers have returned, but net/http writes their
+			// answers to the connections after that: Close alone could
+			// cut an answer off (the client sees EOF). Shutdown waits for
+			// the connections to go idle; its deadline bounds the wait
+			// for a connection that never sent a request, which it counts
+			// as busy for seconds.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = s.http.Shutdown(ctx)
+			cancel()
 			_ = s.http.Close()
 		}
 		<-s.serveDone
