@@ -12,13 +12,13 @@ import (
 // and counts the GET /servers pages the fake API served. Every expiry
 // falls at the low end of the jitter, the most listings the policy allows.
 //
-// It decodes about a thousand pages of 50 servers, which the race detector
+// It decodes 600 pages of 50 servers, which the race detector
 // makes take minutes; it runs without it:
 //
 //	go test -run TestListingCostAtScale -v ./servercache/
 func TestListingCostAtScale(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		t.Skip("decodes 1,000 pages of servers; run without -race and -short")
+		t.Skip("decodes 600 pages of servers; run without -race and -short")
 	}
 	const (
 		servers  = 10_000
