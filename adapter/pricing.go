@@ -3,7 +3,6 @@ package adapter
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	apiv1 "k8s.io/api/core/v1"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/pool"
-	"github.com/hcloudscale/hcloudscale/servercache"
 )
 
 // errNoPool is wrapped by the price of a node that belongs to no pool.
@@ -55,7 +53,7 @@ func (m *pricingModel) poolOf(node *apiv1.Node) *pool.Pool {
 }
 
 // PodPrice is what the pod's CPU and memory requests cost at the
-// cluster's rate (see [podRate]) for the interval:
+// cluster's rate ([hcloudscale.Cluster.PodRate]) for the interval:
 //
 //	hours × (CPU cores × rate per core + memory GiB × rate per GiB)
 //
@@ -67,51 +65,12 @@ func (m *pricingModel) PodPrice(pod *apiv1.Pod, start, end time.Time) (float64, 
 	}
 	ctx, cancel := m.provider.call()
 	defer cancel()
-	types, err := m.provider.cluster.ServerTypes(ctx)
+	rate, err := m.provider.cluster.PodRate(ctx)
 	if err != nil {
-		return 0, autoscalerError(err, "pod %s/%s: price: server types", pod.Namespace, pod.Name)
-	}
-	rate, err := podRate(m.provider.cluster.Pools(), types)
-	if err != nil {
-		return 0, fmt.Errorf("pod %s/%s: price: %w", pod.Namespace, pod.Name, err)
+		return 0, autoscalerError(err, "pod %s/%s: price", pod.Namespace, pod.Name)
 	}
 	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	cores := float64(req.Cpu().MilliValue()) / 1000
 	gib := float64(req.Memory().Value()) / (1 << 30)
-	return end.Sub(start).Hours() * (cores*rate.perCore + gib*rate.perGiB), nil
-}
-
-// rate is the hourly price of one CPU core and of one GiB of memory.
-type rate struct {
-	perCore, perGiB float64
-}
-
-// podRate derives the cluster's rate from the pools: half of a pool's
-// hourly price pays for its cores and half for its memory, and per
-// resource the cheapest pool sets the rate. A pod that asks for a whole
-// server of the cheapest pool thus costs about what that server costs.
-// The externalgrpc server prices pods the same way.
-func podRate(pools []*pool.Pool, types []*servercache.ServerType) (rate, error) {
-	byName := make(map[string]*servercache.ServerType, len(types))
-	for _, t := range types {
-		byName[t.Name] = t
-	}
-	r := rate{perCore: math.Inf(1), perGiB: math.Inf(1)}
-	for _, p := range pools {
-		cfg := p.Config()
-		t := byName[cfg.ServerType]
-		if t == nil || t.Cores <= 0 || t.MemoryGB <= 0 {
-			continue
-		}
-		loc, ok := t.Locations[cfg.Location]
-		if !ok || !loc.HasPrice {
-			continue
-		}
-		r.perCore = min(r.perCore, loc.PriceHourlyNet/2/float64(t.Cores))
-		r.perGiB = min(r.perGiB, loc.PriceHourlyNet/2/t.MemoryGB)
-	}
-	if math.IsInf(r.perCore, 1) {
-		return rate{}, errors.New("no node group has a server type with a known price")
-	}
-	return r, nil
+	return end.Sub(start).Hours() * (cores*rate.PerCore + gib*rate.PerGiB), nil
 }

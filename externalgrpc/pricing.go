@@ -2,8 +2,6 @@ package externalgrpc
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -11,10 +9,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
-	"github.com/hcloudscale/hcloudscale/pool"
-	"github.com/hcloudscale/hcloudscale/servercache"
 )
 
 // PricingNodePrice returns what a node of a pool costs over the interval:
@@ -75,13 +72,9 @@ func (s *Server) PricingPodPrice(ctx context.Context, req *protos.PricingPodPric
 	}
 	bctx, cancel := s.bound(ctx)
 	defer cancel()
-	types, err := s.cluster.ServerTypes(bctx)
+	rate, err := s.cluster.PodRate(bctx)
 	if err != nil {
-		return nil, toStatus(err, codes.Internal, "pod price: server types")
-	}
-	rate, err := rateFor(s.cluster.Pools(), types)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "pod price: %v", err)
+		return nil, toStatus(err, codes.Internal, "pod price")
 	}
 	return &protos.PricingPodPriceResponse{Price: PodPrice(&pod, rate, end.Sub(start))}, nil
 }
@@ -112,38 +105,9 @@ func interval(start, end, legacyStart, legacyEnd *timestamppb.Timestamp) (time.T
 	return s, e, nil
 }
 
-// Rate is the hourly price of one CPU core and of one GiB of memory.
-type Rate struct {
-	PerCore float64
-	PerGiB  float64
-}
-
-// rateFor takes, per resource, the cheapest rate of the pools whose
-// server type has a price in the pool's location.
-func rateFor(pools []*pool.Pool, types []*servercache.ServerType) (Rate, error) {
-	byName := make(map[string]*servercache.ServerType, len(types))
-	for _, t := range types {
-		byName[t.Name] = t
-	}
-	r := Rate{PerCore: math.Inf(1), PerGiB: math.Inf(1)}
-	for _, p := range pools {
-		cfg := p.Config()
-		t := byName[cfg.ServerType]
-		if t == nil || t.Cores <= 0 || t.MemoryGB <= 0 {
-			continue
-		}
-		loc, ok := t.Locations[cfg.Location]
-		if !ok || !loc.HasPrice {
-			continue
-		}
-		r.PerCore = min(r.PerCore, loc.PriceHourlyNet/2/float64(t.Cores))
-		r.PerGiB = min(r.PerGiB, loc.PriceHourlyNet/2/t.MemoryGB)
-	}
-	if math.IsInf(r.PerCore, 1) {
-		return Rate{}, fmt.Errorf("no node group has a server type with a known price")
-	}
-	return r, nil
-}
+// Rate is the hourly price of one CPU core and of one GiB of memory: the
+// Cluster's pod rate ([hcloudscale.Cluster.PodRate]).
+type Rate = hcloudscale.PodRate
 
 // PodPrice is what a pod's CPU and memory requests cost at rate for d:
 //
