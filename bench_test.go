@@ -352,3 +352,104 @@ func BenchmarkPoolForNode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClusterActionDurations measures what waiting for actions costs
+// at real create durations: a Cluster with its defaults scales one pool
+// up twice on the wall clock (20 ms per request), first with nothing
+// learned, then again with the durations of the first scale-up learned.
+// Sub-benchmarks name the create durations (create_server; start_server
+// follows it at once) and the scale-up; "2s-15s-50" learns from 2 s
+// creates and then meets 15 s ones. Per scale-up it reports the requests
+// (creates and action polls) and the time from IncreaseSize until every
+// new server runs: first-* for the first, the others for the second.
+//
+// Run: go test -run '^$' -bench BenchmarkClusterActionDurations -benchtime 1x .
+func BenchmarkClusterActionDurations(b *testing.B) {
+	for _, tt := range []struct {
+		name          string
+		first, second time.Duration
+		n             int
+	}{
+		{"15s-50", 15 * time.Second, 15 * time.Second, 50},
+		{"15s-10", 15 * time.Second, 15 * time.Second, 10},
+		{"2s-50", 2 * time.Second, 2 * time.Second, 50},
+		{"2s-15s-50", 2 * time.Second, 15 * time.Second, 50},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			var first, second clusterScaleUp
+			for range b.N {
+				f, s := clusterScaleUpTwice(b, tt.n, tt.first, tt.second)
+				first.add(f)
+				second.add(s)
+			}
+			per := float64(b.N)
+			b.ReportMetric(float64(first.requests)/per, "first-requests")
+			b.ReportMetric(float64(first.polls)/per, "first-polls")
+			b.ReportMetric(first.running.Seconds()/per, "first-running-s")
+			b.ReportMetric(float64(second.requests)/per, "requests")
+			b.ReportMetric(float64(second.polls)/per, "polls")
+			b.ReportMetric(second.running.Seconds()/per, "running-s")
+			b.ReportMetric(0, "ns/op") // the wall times above are the measure
+		})
+	}
+}
+
+func (r *clusterScaleUp) add(o clusterScaleUp) {
+	r.ret += o.ret
+	r.running += o.running
+	r.requests += o.requests
+	r.creates += o.creates
+	r.polls += o.polls
+}
+
+// clusterScaleUpTwice scales a pool from 0 to n with creates of d1, then
+// from n to 2n with creates of d2, and measures both.
+func clusterScaleUpTwice(b *testing.B, n int, d1, d2 time.Duration) (first, second clusterScaleUp) {
+	b.Helper()
+	api, cfg := benchProject(b, []string{fmt.Sprintf("0:%d:cpx21:fsn1:workers", 2*n)},
+		hcloudtest.WithActionDuration("create_server", d1),
+		hcloudtest.WithActionDuration("start_server", 0))
+	defer api.Close()
+	api.SetLatency(20 * time.Millisecond)
+	ctx := context.Background()
+	c, err := hcloudscale.New(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(ctx)
+	p := c.Pool("workers")
+	scale := func(target int) clusterScaleUp {
+		api.ResetCounts()
+		start := time.Now()
+		if err := c.Refresh(ctx); err != nil { // the autoscaler loop's first call
+			b.Fatal(err)
+		}
+		if err := p.IncreaseSize(ctx, n); err != nil {
+			b.Fatal(err)
+		}
+		var r clusterScaleUp
+		r.ret = time.Since(start)
+		for {
+			st := p.Status()
+			if st.Running == target {
+				break
+			}
+			if st.Failed > 0 {
+				b.Fatalf("scale-up failed: %+v", st.Errors)
+			}
+			if time.Since(start) > time.Minute {
+				b.Fatalf("scale-up to %d did not finish: %+v", target, st)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		r.running = time.Since(start)
+		r.requests = len(api.Requests())
+		r.creates = api.Count("POST /servers")
+		r.polls = api.Count("GET /actions")
+		return r
+	}
+	first = scale(n)
+	api.SetActionDuration("create_server", d2)
+	second = scale(2 * n)
+	return first, second
+}

@@ -114,6 +114,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 	c.waiter = pool.NewWaiter(&c.client.Action,
 		pool.WithPollInterval(o.pollInterval),
 		pool.WithWaiterLogger(o.logger),
+		pool.WithWaiterMetrics(m),
 	)
 	offerings := pool.NewOfferings(o.clock, m)
 	for i := range cfg.Pools {

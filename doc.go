@@ -54,7 +54,10 @@
 // that listings cost at most 180 requests an hour: 10,000 servers (200
 // pages) are listed at most once an hour. Our own creates and deletes reach
 // the listing at once. In-flight actions of all pools are polled together,
-// 50 per request, every [DefaultPollInterval] ([WithPollInterval]).
+// 50 per request, when they can have finished by the durations the waiter
+// learned, and no more often than every [DefaultPollInterval]
+// ([WithPollInterval]); the pool package documentation explains the
+// schedule.
 //
 // # Nodes
 //
@@ -68,7 +71,8 @@
 // # Metrics
 //
 // [WithRegisterer] registers the pools' metrics (hcloudscale_pool_*,
-// hcloudscale_server_*, hcloudscale_unavailable_offerings), the rate-limit
+// hcloudscale_server_*, hcloudscale_unavailable_offerings), the action
+// waiter's (hcloudscale_action_*), the rate-limit
 // budget (hcloudscale_api_*) and hcloud-go's request metrics (hcloud_api_*).
 // The repository README lists every series.
 //

@@ -82,8 +82,8 @@ const (
 	// DefaultRequestTimeout bounds one HTTP request to the API, so a hung
 	// connection cannot stall the autoscaler loop.
 	DefaultRequestTimeout = 30 * time.Second
-	// DefaultPollInterval is how often the in-flight actions of all pools
-	// are polled, together.
+	// DefaultPollInterval is the shortest time between two polls of the
+	// in-flight actions of all pools, which are polled together.
 	DefaultPollInterval = 500 * time.Millisecond
 	// DefaultListTTL is the base time between two server listings; it grows
 	// with the number of listing pages to stay inside the API budget.
@@ -147,8 +147,9 @@ func WithRequestTimeout(d time.Duration) Option {
 	}
 }
 
-// WithPollInterval sets how often in-flight actions are polled
-// ([DefaultPollInterval]).
+// WithPollInterval sets the shortest time between two polls of in-flight
+// actions ([DefaultPollInterval]); the action waiter's other times are
+// multiples of it (see the pool package's Waiter).
 func WithPollInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {

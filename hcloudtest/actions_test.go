@@ -220,3 +220,28 @@ func TestFailedDeleteRestoresStatus(t *testing.T) {
 		t.Errorf("server after failed delete = %+v, %v; want it off", info, ok)
 	}
 }
+
+func TestSetActionDurationAppliesToLaterActions(t *testing.T) {
+	fake, client, clock := newFake(t, hcloudtest.WithActionDuration("create_server", 2*time.Second))
+	ctx := t.Context()
+	before := mustCreate(t, client, basicCreateOpts("before", nil)).Action
+	fake.SetActionDuration("create_server", 10*time.Second)
+	after := mustCreate(t, client, basicCreateOpts("after", nil)).Action
+	clock.Advance(2 * time.Second)
+	for _, tt := range []struct {
+		action *hcloud.Action
+		want   hcloud.ActionStatus
+	}{{before, hcloud.ActionStatusSuccess}, {after, hcloud.ActionStatusRunning}} {
+		a, _, err := client.Action.GetByID(ctx, tt.action.ID)
+		if err != nil || a == nil {
+			t.Fatalf("GetByID(%d) = %v, %v", tt.action.ID, a, err)
+		}
+		if a.Status != tt.want {
+			t.Errorf("action %d after 2 s = %s; want %s (durations change only later actions)", a.ID, a.Status, tt.want)
+		}
+	}
+	clock.Advance(8 * time.Second)
+	if a, _, err := client.Action.GetByID(ctx, after.ID); err != nil || a.Status != hcloud.ActionStatusSuccess || a.Finished.Sub(a.Started) != 10*time.Second {
+		t.Errorf("action %d after 10 s = %+v, %v; want success after 10 s", after.ID, a, err)
+	}
+}

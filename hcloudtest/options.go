@@ -128,3 +128,12 @@ func (c *config) duration(command string) time.Duration {
 	}
 	return DefaultActionDuration
 }
+
+// SetActionDuration changes how long actions of command run that start
+// from now on, as [WithActionDuration] sets it at construction. Running
+// actions keep their duration.
+func (s *Server) SetActionDuration(command string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.durations[command] = max(d, 0)
+}

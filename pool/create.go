@@ -236,7 +236,7 @@ func (p *Pool) bringUp(ctx context.Context, res *created, log *zap.Logger) (stri
 			return "wait for adopted server", &infoError{ErrorInfo{Class: Other, Code: CodeActionFailed,
 				Message: fmt.Sprintf("server %s is off after its create: its create or start action failed", server.Name)}}
 		}
-	} else if err := p.deps.Waiter.Wait(ctx, res.actions...); err != nil {
+	} else if err := p.deps.Waiter.WaitAs(ctx, p.cfg.ServerType+"/"+p.cfg.Location, res.actions...); err != nil {
 		return "wait for create", err
 	}
 	if !p.stoppedCreates {

@@ -60,6 +60,8 @@ func (c *countingClock) After(d time.Duration) <-chan time.Time {
 	return ch
 }
 
+func (c *countingClock) Now() time.Time { return c.clock.Now() }
+
 func (c *countingClock) count() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -12,18 +11,33 @@ import (
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/hcloudscale/hcloudscale/internal/metrics"
 )
 
-// Waiter defaults.
+// Waiter defaults. The waiter's other times are multiples of the poll
+// interval, so that a shorter interval (tests use 1 ms) shortens them all.
 const (
-	// DefaultPollInterval is hcloud-go's own poll interval.
+	// DefaultPollInterval is hcloud-go's own poll interval. No action is
+	// polled more often, and no two polls come closer together.
 	DefaultPollInterval = 500 * time.Millisecond
 	// actionsPerRequest is the API's largest page: with as many IDs as
 	// fit on one page, one GET /actions answers 50 actions. hcloud-go's
 	// WaitForFunc sends 25 per request and leaves the page size unset.
 	actionsPerRequest = 50
-	// burstDivisor shortens the poll interval while actions are finishing.
-	burstDivisor = 4
+	// PriorIntervals is the prior: before the waiter has seen an action
+	// of a command finish, it expects one to take this many poll
+	// intervals (2 s by default), about the fastest an action runs.
+	PriorIntervals = 4
+	// MaxGapIntervals bounds the time between two polls of an action
+	// that runs longer than expected (10 intervals, 5 s by default).
+	MaxGapIntervals = 10
+	// maxEstimateIntervals caps a learned duration (30 s by default), so
+	// that an action faster than the ones before is seen within that.
+	maxEstimateIntervals = 60
+	// learnedSamples is how many recent durations of a kind of action
+	// the waiter keeps; it expects the shortest of them.
+	learnedSamples = 8
 	// pollTimeout bounds one poll request, so that a hung connection does
 	// not stall every caller until its own deadline.
 	pollTimeout = 30 * time.Second
@@ -41,21 +55,24 @@ func (e *ActionNotFoundError) Error() string {
 	return fmt.Sprintf("action %d not found", e.ID)
 }
 
-// WaiterClock schedules the Waiter's poll ticks. hcloudtest.ManualClock
-// implements it, so a test moves the fake API's actions and the poll ticks
-// with one Advance.
+// WaiterClock tells the Waiter the time and schedules its polls.
+// hcloudtest.ManualClock implements it, so a test moves the fake API's
+// actions and the polls with one Advance.
 type WaiterClock interface {
+	Now() time.Time
 	After(d time.Duration) <-chan time.Time
 }
 
 type realWaiterClock struct{}
 
+func (realWaiterClock) Now() time.Time                         { return time.Now() }
 func (realWaiterClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // WaiterOption configures a [Waiter].
 type WaiterOption func(*Waiter)
 
-// WithPollInterval sets the time between two polls (DefaultPollInterval).
+// WithPollInterval sets the shortest time between two polls
+// (DefaultPollInterval); the waiter's other times are multiples of it.
 // Values of zero or less are ignored.
 func WithPollInterval(d time.Duration) WaiterOption {
 	return func(w *Waiter) {
@@ -65,8 +82,7 @@ func WithPollInterval(d time.Duration) WaiterOption {
 	}
 }
 
-// WithWaiterClock sets what schedules the poll ticks (default: the wall
-// clock).
+// WithWaiterClock sets the clock (default: the wall clock).
 func WithWaiterClock(c WaiterClock) WaiterOption {
 	return func(w *Waiter) {
 		if c != nil {
@@ -84,12 +100,23 @@ func WithWaiterLogger(l *zap.Logger) WaiterOption {
 	}
 }
 
+// WithWaiterMetrics reports the durations the waiter observes, the polls
+// per action and its poll requests to m (default: nowhere).
+func WithWaiterMetrics(m *metrics.Set) WaiterOption {
+	return func(w *Waiter) {
+		if m != nil {
+			w.metrics = m
+		}
+	}
+}
+
 // Waiter waits for Hetzner actions on behalf of every caller in the
 // process: one goroutine lists the running actions of all callers
-// together, actionsPerRequest IDs per GET /actions, once per poll
-// interval, and wakes each caller when its actions have finished. Scaling
-// up by 50 therefore costs one request per tick instead of 50 (hcloud-go's
-// WaitFor polls per call). Nothing is polled while nobody waits.
+// together, actionsPerRequest IDs per GET /actions, and wakes each caller
+// when its actions have finished. It polls an action when it can have
+// finished, by the durations of the actions it watched before; the
+// package documentation explains the schedule. Nothing is polled while
+// nobody waits.
 //
 // Create one Waiter per process (per API project) and share it between
 // pools; Close it after them.
@@ -98,6 +125,8 @@ type Waiter struct {
 	interval time.Duration
 	clock    WaiterClock
 	log      *zap.Logger
+	metrics  *metrics.Set
+	pollHook func(start time.Time) // tests only: called as a poll starts
 
 	cancel context.CancelFunc // stops a poll in flight
 	wake   chan struct{}      // capacity 1: "there may be new work"
@@ -105,9 +134,27 @@ type Waiter struct {
 	done   chan struct{}
 	once   sync.Once
 
-	mu     sync.Mutex // guards byID and closed
-	byID   map[int64][]*waitCall
-	closed bool
+	mu       sync.Mutex // guards byID, learned, lastPoll and closed
+	byID     map[int64]*tracked
+	learned  map[learnKey][]time.Duration // the last learnedSamples durations, oldest first
+	lastPoll time.Time
+	closed   bool
+}
+
+// tracked is one running action and its callers.
+type tracked struct {
+	calls   []*waitCall
+	command string
+	class   string    // the caller's finer kind, such as server type and location
+	since   time.Time // when it was first waited for
+	next    time.Time // when it is polled next
+	polls   int
+}
+
+// learnKey names a kind of action: a command, or a command within a
+// class.
+type learnKey struct {
+	command, class string
 }
 
 // waitCall is one Wait call. Its fields are guarded by Waiter.mu until
@@ -129,12 +176,16 @@ func NewWaiter(api ActionAPI, opts ...WaiterOption) *Waiter {
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
-		byID:     make(map[int64][]*waitCall),
+		byID:     make(map[int64]*tracked),
+		learned:  make(map[learnKey][]time.Duration),
 	}
 	for _, o := range opts {
 		if o != nil {
 			o(w)
 		}
+	}
+	if w.metrics == nil {
+		w.metrics, _ = metrics.New(nil) // registered nowhere: cannot fail
 	}
 	w.log = w.log.Named("waiter")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -150,8 +201,16 @@ func NewWaiter(api ActionAPI, opts ...WaiterOption) *Waiter {
 // skipped. On cancellation the error wraps ctx.Err() and names the
 // actions still running.
 func (w *Waiter) Wait(ctx context.Context, actions ...*hcloud.Action) error {
+	return w.WaitAs(ctx, "", actions...)
+}
+
+// WaitAs is [Waiter.Wait] for actions of a finer kind than their command,
+// such as the creates of one server type in one location ("cx23/fsn1"):
+// the waiter learns their durations per command and per command and
+// class, and expects the finer figure where it has one.
+func (w *Waiter) WaitAs(ctx context.Context, class string, actions ...*hcloud.Action) error {
 	call := &waitCall{done: make(chan struct{})}
-	var ids []int64
+	var running []*hcloud.Action
 	seen := make(map[int64]bool, len(actions))
 	for _, a := range actions {
 		if a == nil || seen[a.ID] {
@@ -164,9 +223,9 @@ func (w *Waiter) Wait(ctx context.Context, actions ...*hcloud.Action) error {
 			}
 			continue
 		}
-		ids = append(ids, a.ID)
+		running = append(running, a)
 	}
-	if len(ids) == 0 {
+	if len(running) == 0 {
 		return errors.Join(call.errs...)
 	}
 
@@ -175,9 +234,16 @@ func (w *Waiter) Wait(ctx context.Context, actions ...*hcloud.Action) error {
 		w.mu.Unlock()
 		return ErrWaiterClosed
 	}
-	call.remaining = len(ids)
-	for _, id := range ids {
-		w.byID[id] = append(w.byID[id], call)
+	now := w.clock.Now()
+	call.remaining = len(running)
+	for _, a := range running {
+		t := w.byID[a.ID]
+		if t == nil {
+			t = &tracked{command: a.Command, class: class, since: now}
+			t.next = now.Add(w.expectLocked(t.command, t.class))
+			w.byID[a.ID] = t
+		}
+		t.calls = append(t.calls, call)
 	}
 	w.mu.Unlock()
 	select {
@@ -197,20 +263,56 @@ func (w *Waiter) Wait(ctx context.Context, actions ...*hcloud.Action) error {
 		return errors.Join(call.errs...)
 	default:
 	}
-	var running []int64
-	for _, id := range ids {
-		calls := w.byID[id]
-		if i := slices.Index(calls, call); i >= 0 {
-			running = append(running, id)
-			calls = slices.Delete(calls, i, i+1)
+	var ids []int64
+	for _, a := range running {
+		t := w.byID[a.ID]
+		if t == nil {
+			continue
 		}
-		if len(calls) == 0 {
-			delete(w.byID, id)
-		} else {
-			w.byID[id] = calls
+		if i := slices.Index(t.calls, call); i >= 0 {
+			ids = append(ids, a.ID)
+			t.calls = slices.Delete(t.calls, i, i+1)
+		}
+		if len(t.calls) == 0 {
+			delete(w.byID, a.ID)
 		}
 	}
-	return fmt.Errorf("waiting for actions %v: %w", running, ctx.Err())
+	return fmt.Errorf("waiting for actions %v: %w", ids, ctx.Err())
+}
+
+// Expected returns how long the waiter expects an action of command (in
+// class, if not empty) to run: the shortest of the recent durations it
+// observed, or the prior when it has observed none.
+func (w *Waiter) Expected(command, class string) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.expectLocked(command, class)
+}
+
+func (w *Waiter) expectLocked(command, class string) time.Duration {
+	samples := w.learned[learnKey{command, class}]
+	if len(samples) == 0 {
+		samples = w.learned[learnKey{command, ""}]
+	}
+	if len(samples) == 0 {
+		return PriorIntervals * w.interval
+	}
+	return min(slices.Min(samples), maxEstimateIntervals*w.interval)
+}
+
+// learnLocked records the duration of a finished action.
+func (w *Waiter) learnLocked(t *tracked, d time.Duration) {
+	keys := []learnKey{{t.command, ""}}
+	if t.class != "" {
+		keys = append(keys, learnKey{t.command, t.class})
+	}
+	for _, k := range keys {
+		s := append(w.learned[k], d)
+		if len(s) > learnedSamples {
+			s = slices.Delete(s, 0, len(s)-learnedSamples)
+		}
+		w.learned[k] = s
+	}
 }
 
 // Close stops polling and waits for the goroutine to end. Callers still
@@ -225,8 +327,8 @@ func (w *Waiter) Close() {
 		<-w.done
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		for id, calls := range w.byID {
-			for _, c := range calls {
+		for id, t := range w.byID {
+			for _, c := range t.calls {
 				w.finishLocked(c, ErrWaiterClosed)
 			}
 			delete(w.byID, id)
@@ -236,14 +338,16 @@ func (w *Waiter) Close() {
 
 func (w *Waiter) loop(ctx context.Context) {
 	defer close(w.done)
-	var spent time.Duration // by the last poll
-	burst := false          // the last poll finished some actions, not all
 	for {
 		w.mu.Lock()
 		idle := len(w.byID) == 0
+		var at, now time.Time
+		if !idle {
+			now = w.clock.Now()
+			at = w.nextPollLocked()
+		}
 		w.mu.Unlock()
 		if idle {
-			spent, burst = 0, false
 			select {
 			case <-w.wake:
 				continue
@@ -251,59 +355,160 @@ func (w *Waiter) loop(ctx context.Context) {
 				return
 			}
 		}
-		interval := w.interval
-		if burst {
-			interval = w.interval / burstDivisor
+		if d := at.Sub(now); d > 0 {
+			select {
+			case <-w.clock.After(d):
+			case <-w.wake:
+				continue // a new action may be due sooner
+			case <-w.stop:
+				return
+			}
 		}
-		select {
-		case <-w.clock.After(interval - min(spent, interval)):
-		case <-w.stop:
-			return
-		}
-		started := time.Now()
-		finished, remaining := w.poll(ctx)
-		// Keep a steady cadence: the time a poll took comes off the next
-		// wait, so ticks do not drift by the request latency.
-		spent = time.Since(started)
-		// Actions started together finish together: once some of a
-		// batch have finished, the rest are due, so look again sooner.
-		burst = finished > 0 && remaining > 0
+		w.poll(ctx, at)
 	}
 }
 
-// poll lists every running action once, one request per
-// actionsPerRequest IDs, sent concurrently, and settles the finished ones.
-// It returns how many finished and how many remain.
-func (w *Waiter) poll(ctx context.Context) (finished, remaining int) {
-	w.mu.Lock()
-	ids := slices.Sorted(maps.Keys(w.byID))
-	w.mu.Unlock()
+// nextPollLocked returns when to poll next: when the first action is due,
+// or later by up to one interval to take along the others due by then
+// (actions started together finish together), and never sooner than one
+// interval after the last poll.
+func (w *Waiter) nextPollLocked() time.Time {
+	var first time.Time
+	for _, t := range w.byID {
+		if first.IsZero() || t.next.Before(first) {
+			first = t.next
+		}
+	}
+	at := first
+	for _, t := range w.byID {
+		if t.next.After(at) && !t.next.After(first.Add(w.interval)) {
+			at = t.next
+		}
+	}
+	if !w.lastPoll.IsZero() {
+		if earliest := w.lastPoll.Add(w.interval); at.Before(earliest) {
+			at = earliest
+		}
+	}
+	return at
+}
 
+// poll lists every action due by at, one request per actionsPerRequest
+// IDs, sent concurrently, settles the finished ones and schedules the
+// others.
+func (w *Waiter) poll(ctx context.Context, at time.Time) {
+	w.mu.Lock()
+	start := w.clock.Now()
+	w.lastPoll = start
+	if w.pollHook != nil {
+		w.pollHook(start)
+	}
+	var ids []int64
+	for id, t := range w.byID {
+		if !t.next.After(at) {
+			ids = append(ids, id)
+		}
+	}
+	w.mu.Unlock()
+	slices.Sort(ids)
+
+	chunks := slices.Collect(slices.Chunk(ids, actionsPerRequest))
+	results := make([][]*hcloud.Action, len(chunks))
+	errs := make([]error, len(chunks))
 	var g errgroup.Group
-	for chunk := range slices.Chunk(ids, actionsPerRequest) {
+	for i, chunk := range chunks {
 		g.Go(func() error {
-			actions, err := w.list(ctx, chunk)
-			if err != nil {
-				if ctx.Err() == nil {
-					w.log.Warn("polling actions failed; retrying at the next tick",
-						zap.Int("actions", len(chunk)), zap.Error(err))
-				}
-				return nil
+			results[i], errs[i] = w.list(ctx, chunk)
+			if errs[i] != nil && ctx.Err() == nil {
+				w.log.Warn("polling actions failed; retrying after the poll interval",
+					zap.Int("actions", len(chunk)), zap.Error(errs[i]))
 			}
-			w.settle(chunk, actions)
 			return nil
 		})
 	}
 	_ = g.Wait()
+
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	remaining = len(w.byID)
-	for _, id := range ids {
-		if _, ok := w.byID[id]; !ok {
-			finished++
+	end := w.clock.Now()
+	byID := make(map[int64]*hcloud.Action, len(ids))
+	finished := map[string]bool{} // commands of which this poll saw some finish
+	for i, chunk := range chunks {
+		if errs[i] != nil {
+			continue
+		}
+		for _, a := range results[i] {
+			if a != nil {
+				byID[a.ID] = a
+			}
+		}
+		for _, id := range chunk {
+			if a := byID[id]; a != nil && a.Status != hcloud.ActionStatusRunning {
+				if t := w.byID[id]; t != nil {
+					finished[t.command] = true
+				}
+			}
 		}
 	}
-	return finished, remaining
+	for i, chunk := range chunks {
+		for _, id := range chunk {
+			t := w.byID[id]
+			if t == nil {
+				continue // its callers gave up while we polled
+			}
+			t.polls++
+			a := byID[id]
+			switch {
+			case errs[i] != nil:
+				t.next = start.Add(w.interval)
+			case a == nil:
+				w.log.Warn("action not found", zap.Int64("action", id))
+				w.resolveLocked(id, &ActionNotFoundError{ID: id})
+			case a.Status == hcloud.ActionStatusRunning:
+				// From the answer's time: the progress may be read
+				// late in the request, and later is the safe side.
+				t.next = end.Add(w.gapLocked(t, a, end, finished[t.command]))
+			default:
+				w.finishedLocked(t, a, end)
+				w.resolveLocked(id, a.Error())
+			}
+		}
+	}
+}
+
+// gapLocked returns how long to wait before polling a running action
+// again: one interval while others of its command are finishing; else
+// the time its progress says it still needs, or half the time it has run
+// when the API reports no progress; never less than one interval or more
+// than MaxGapIntervals.
+func (w *Waiter) gapLocked(t *tracked, a *hcloud.Action, now time.Time, finishing bool) time.Duration {
+	if finishing {
+		return w.interval
+	}
+	age := now.Sub(t.since)
+	gap := age / 2
+	if a.Progress > 0 && a.Progress < 100 {
+		gap = age * time.Duration(100-a.Progress) / time.Duration(a.Progress)
+	}
+	return min(max(gap, w.interval), MaxGapIntervals*w.interval)
+}
+
+// finishedLocked learns from a finished action and reports it. Its
+// duration is the API's (finished minus started), but no more than the
+// waiter saw pass since the first Wait, which guards against a skewed
+// clock of the API. Failed actions teach nothing: failures can be quick.
+func (w *Waiter) finishedLocked(t *tracked, a *hcloud.Action, seen time.Time) {
+	w.metrics.ActionPolls.WithLabelValues(t.command).Observe(float64(t.polls))
+	if a.Status != hcloud.ActionStatusSuccess {
+		return
+	}
+	d := seen.Sub(t.since)
+	if !a.Started.IsZero() && !a.Finished.IsZero() {
+		d = min(d, a.Finished.Sub(a.Started))
+	}
+	d = max(d, 0)
+	w.learnLocked(t, d)
+	w.metrics.ActionDuration.WithLabelValues(t.command).Observe(d.Seconds())
 }
 
 func (w *Waiter) list(ctx context.Context, ids []int64) ([]*hcloud.Action, error) {
@@ -315,6 +520,7 @@ func (w *Waiter) list(ctx context.Context, ids []int64) ([]*hcloud.Action, error
 	}
 	var all []*hcloud.Action
 	for {
+		w.metrics.ActionPollRequests.Inc()
 		actions, resp, err := w.api.List(ctx, opts)
 		if err != nil {
 			return nil, err
@@ -329,31 +535,12 @@ func (w *Waiter) list(ctx context.Context, ids []int64) ([]*hcloud.Action, error
 	}
 }
 
-// settle wakes the callers of the finished actions among ids.
-func (w *Waiter) settle(ids []int64, actions []*hcloud.Action) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	found := make(map[int64]bool, len(actions))
-	for _, a := range actions {
-		if a == nil {
-			continue
-		}
-		found[a.ID] = true
-		if a.Status == hcloud.ActionStatusRunning {
-			continue
-		}
-		w.resolveLocked(a.ID, a.Error())
-	}
-	for _, id := range ids {
-		if !found[id] {
-			w.log.Warn("action not found", zap.Int64("action", id))
-			w.resolveLocked(id, &ActionNotFoundError{ID: id})
-		}
-	}
-}
-
 func (w *Waiter) resolveLocked(id int64, err error) {
-	for _, c := range w.byID[id] {
+	t := w.byID[id]
+	if t == nil {
+		return
+	}
+	for _, c := range t.calls {
 		if err != nil {
 			c.errs = append(c.errs, err)
 		}

@@ -73,7 +73,8 @@ func waitRegistered(t *testing.T, w *Waiter, id int64, n int) {
 	e.eventually("the callers to register", 0, func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return len(w.byID[id]) == n
+		t := w.byID[id]
+		return t != nil && len(t.calls) == n
 	})
 }
 
@@ -109,50 +110,6 @@ func TestWaiterFinishedActionsNeedNoPoll(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if got := fake.Count("GET /actions"); got != 0 {
 		t.Errorf("GET /actions = %d; want 0: nothing was running, the waiter must stay idle", got)
-	}
-}
-
-func TestWaiterBatchesAllCallers(t *testing.T) {
-	clock := hcloudtest.NewManualClock(epoch)
-	fake := hcloudtest.NewServer(hcloudtest.WithClock(clock), hcloudtest.WithRateLimit(0, 0))
-	t.Cleanup(fake.Close)
-	client := fake.Client()
-	ticks := &countingClock{clock: clock}
-	w := NewWaiter(&client.Action, WithWaiterClock(ticks))
-	t.Cleanup(w.Close)
-
-	const callers = 120
-	results := make([]<-chan error, callers)
-	for i := range callers {
-		results[i] = waitAsync(t.Context(), w, createRaw(t, client, "s-"+itoa(int64(i))))
-	}
-	e := &env{t: t, clock: clock}
-	e.eventually("every caller registered", 0, func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return len(w.byID) == callers
-	})
-	e.eventually("the waiter to arm", 0, func() bool { return ticks.count() == 1 })
-	fake.ResetCounts()
-	// One tick before the actions finish: one poll of ⌈120/50⌉ requests.
-	clock.Advance(DefaultPollInterval)
-	e.eventually("the first poll", 0, func() bool { return ticks.count() == 2 })
-	if got := fake.Count("GET /actions"); got != 3 {
-		t.Errorf("GET /actions in one tick for %d actions = %d; want 3", callers, got)
-	}
-	for _, r := range fake.Requests() {
-		if r.Template == "GET /actions" && (len(r.Query["id"]) > actionsPerRequest || r.Query.Get("per_page") != "50") {
-			t.Errorf("GET /actions with %d ids and per_page %q; want at most 50 and per_page 50", len(r.Query["id"]), r.Query.Get("per_page"))
-		}
-	}
-	clock.Advance(time.Second) // create_server takes 1 s
-	for i, ch := range results {
-		if err := receive(t, ch, nil); err != nil {
-			t.Errorf("caller %d: %v", i, err)
-		}
-	}
-	if got := fake.Count("GET /actions"); got != 6 {
-		t.Errorf("GET /actions after two ticks = %d; want 6", got)
 	}
 }
 
@@ -210,58 +167,4 @@ func TestWaiterClose(t *testing.T) {
 		t.Errorf("Wait after Close = %v; want ErrWaiterClosed", err)
 	}
 	w.Close() // idempotent
-}
-
-// recordingClock records the waits the waiter asks for.
-type recordingClock struct {
-	countingClock
-	waits []time.Duration // guarded by countingClock.mu
-}
-
-func (c *recordingClock) After(d time.Duration) <-chan time.Time {
-	ch := c.clock.After(d)
-	c.mu.Lock()
-	c.armed++
-	c.waits = append(c.waits, d)
-	c.mu.Unlock()
-	return ch
-}
-
-func TestWaiterPollsSoonerWhileABatchFinishes(t *testing.T) {
-	clock := hcloudtest.NewManualClock(epoch)
-	fake := hcloudtest.NewServer(hcloudtest.WithClock(clock), hcloudtest.WithRateLimit(0, 0))
-	t.Cleanup(fake.Close)
-	client := fake.Client()
-	rec := &recordingClock{countingClock: countingClock{clock: clock}}
-	w := NewWaiter(&client.Action, WithWaiterClock(rec))
-	t.Cleanup(w.Close)
-
-	// Two creates (1 s each) started 500 ms apart, due at 1.0 s and 1.5 s.
-	a := createRaw(t, client, "first")
-	clock.Advance(500 * time.Millisecond)
-	b := createRaw(t, client, "second")
-	first := waitAsync(t.Context(), w, a)
-	second := waitAsync(t.Context(), w, b)
-	e := &env{t: t, clock: clock}
-	e.eventually("both registered and the first tick armed", 0, func() bool {
-		w.mu.Lock()
-		n := len(w.byID)
-		w.mu.Unlock()
-		return n == 2 && rec.count() == 1
-	})
-	clock.Advance(DefaultPollInterval) // 1.0 s: the first is done, the second runs
-	if err := receive(t, first, nil); err != nil {
-		t.Fatal(err)
-	}
-	e.eventually("the next tick to be armed", 0, func() bool { return rec.count() == 2 })
-	clock.Advance(time.Second)
-	if err := receive(t, second, clock); err != nil {
-		t.Fatal(err)
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.waits) < 2 || rec.waits[0] != DefaultPollInterval || rec.waits[1] > DefaultPollInterval/burstDivisor {
-		t.Errorf("waits = %v; want %s, then at most %s after a poll that finished part of the batch",
-			rec.waits, DefaultPollInterval, DefaultPollInterval/burstDivisor)
-	}
 }

@@ -486,7 +486,7 @@ func (d *demo) summary(start time.Time, setupRequests int) {
 		tb.row("    "+k, counts[k])
 	}
 	tb.flush()
-	d.printf("  Action polls are batched: one GET /actions per tick for all servers in flight.\n")
+	d.printf("  Action polls are batched, 50 actions a GET /actions, and timed by the durations seen so far.\n")
 	rl := d.cluster.RateLimit()
 	d.printf("  Rate-limit budget left: about %d of %d requests per hour\n", rl.Estimated, rl.Limit)
 	d.printf("  Wall time: %s\n", since(start))

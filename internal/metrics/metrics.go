@@ -25,6 +25,7 @@ const (
 	LabelCode       = "code"
 	LabelServerType = "server_type"
 	LabelLocation   = "location"
+	LabelCommand    = "command"
 )
 
 // Values of the result label.
@@ -36,6 +37,13 @@ const (
 // CreateDurationBuckets spans a fast system-image create (seconds) to a
 // large snapshot that hits the default 5-minute creation timeout.
 var CreateDurationBuckets = []float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 600}
+
+// ActionDurationBuckets spans a power action (about a second) to a create
+// from a large snapshot.
+var ActionDurationBuckets = []float64{0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 120, 300}
+
+// ActionPollBuckets counts the polls of one action: 1 is the floor.
+var ActionPollBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30}
 
 // Set holds the collectors. The zero value is not usable; build one with
 // [New]. All collectors are safe for concurrent use.
@@ -62,6 +70,16 @@ type Set struct {
 	// UnavailableOfferings is 1 while a (server type, location) pair is
 	// remembered as sold out after a capacity error.
 	UnavailableOfferings *prometheus.GaugeVec
+	// ActionDuration is the duration of every successful action the
+	// action waiter watched, by command: what it learns from.
+	ActionDuration *prometheus.HistogramVec
+	// ActionPolls is how often the waiter listed an action until it saw it
+	// finished, by command; its sum over its count is the polls per
+	// finished action.
+	ActionPolls *prometheus.HistogramVec
+	// ActionPollRequests counts the waiter's GET /actions requests (each
+	// lists up to 50 actions).
+	ActionPollRequests prometheus.Counter
 }
 
 // New builds a Set and registers it with reg. A nil reg gives a working
@@ -107,6 +125,20 @@ func New(reg prometheus.Registerer) (*Set, error) {
 			Namespace: namespace, Name: "unavailable_offerings",
 			Help: "1 while a server type is remembered as unavailable in a location after a capacity error.",
 		}, []string{LabelServerType, LabelLocation}),
+		ActionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "action", Name: "duration_seconds",
+			Help:    "Duration of the successful actions the action waiter watched, by command.",
+			Buckets: ActionDurationBuckets,
+		}, []string{LabelCommand}),
+		ActionPolls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: "action", Name: "polls",
+			Help:    "Polls of an action until the action waiter saw it finished, by command.",
+			Buckets: ActionPollBuckets,
+		}, []string{LabelCommand}),
+		ActionPollRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "action", Name: "poll_requests_total",
+			Help: "GET /actions requests of the action waiter.",
+		}),
 	}
 	if reg == nil {
 		return s, nil
@@ -121,6 +153,9 @@ func New(reg prometheus.Registerer) (*Set, error) {
 	register(reg, &s.ServerDeletes, &errs)
 	register(reg, &s.ServerCreateDuration, &errs)
 	register(reg, &s.UnavailableOfferings, &errs)
+	register(reg, &s.ActionDuration, &errs)
+	register(reg, &s.ActionPolls, &errs)
+	register(reg, &s.ActionPollRequests, &errs)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
