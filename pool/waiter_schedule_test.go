@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -431,5 +432,84 @@ func TestWaiterGap(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("%s: gap = %s; want %s", tt.name, got, tt.want)
 		}
+	}
+}
+
+// Callers that share actions and give up at random times: every Wait
+// returns nil or its context's error, a caller that did not give up gets
+// nil (another giving up on a shared action does not affect it), and the
+// waiter forgets every action once nobody waits for it.
+func TestWaiterSharedActionsAndCancellation(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			s := newSim(t, nil, nil)
+			var actions []*hcloud.Action
+			for i := range 12 {
+				s.fake.SetActionDuration("create_server", time.Duration(rng.Int64N(int64(4*time.Second))))
+				actions = append(actions, createRaw(t, s.client, "s-"+itoa(int64(i))))
+			}
+			type caller struct {
+				actions []*hcloud.Action
+				cancel  context.CancelFunc
+				done    chan error
+			}
+			callers := make([]caller, 30)
+			for i := range callers {
+				var mine []*hcloud.Action
+				for range 1 + rng.IntN(4) {
+					mine = append(mine, actions[rng.IntN(len(actions))])
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error, 1)
+				go func() { done <- s.w.Wait(ctx, mine...) }()
+				callers[i] = caller{mine, cancel, done}
+			}
+			results := make([]error, len(callers))
+			got := make([]bool, len(callers))
+			cancelled := make([]bool, len(callers))
+			deadline := time.Now().Add(time.Minute)
+			for left := len(callers); left > 0; {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d callers did not return", left)
+				}
+				if rng.IntN(8) == 0 {
+					i := rng.IntN(len(callers))
+					callers[i].cancel()
+					cancelled[i] = true
+				}
+				s.clock.Advance(simStep)
+				time.Sleep(time.Millisecond)
+				for i, c := range callers {
+					if got[i] {
+						continue
+					}
+					select {
+					case results[i] = <-c.done:
+						got[i] = true
+						left--
+					default:
+					}
+				}
+			}
+			for i, err := range results {
+				callers[i].cancel()
+				switch {
+				case err == nil:
+				case !cancelled[i]:
+					t.Errorf("caller %d, never cancelled: %v; want nil", i, err)
+				case !errors.Is(err, context.Canceled):
+					t.Errorf("caller %d: %v; want nil or context.Canceled", i, err)
+				}
+			}
+			// Every action finished; the waiter holds nothing.
+			e := &env{t: t}
+			e.eventually("the waiter to forget every action", 0, func() bool {
+				s.w.mu.Lock()
+				defer s.w.mu.Unlock()
+				return len(s.w.byID) == 0
+			})
+			checkGaps(t, s.pollStarts(), DefaultPollInterval)
+		})
 	}
 }
