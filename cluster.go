@@ -159,6 +159,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 	for _, w := range c.warnings {
 		c.log.Warn(w)
 	}
+	c.resume()
 	return c, nil
 }
 
@@ -328,10 +329,21 @@ func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
 }
 
 // Refresh brings the server listing up to date when its TTL has passed; it
-// costs no request otherwise. Call it once per autoscaler loop.
+// costs no request otherwise. Call it once per autoscaler loop. It then
+// resumes the create flows the listing shows unfinished
+// ([pool.Pool.Resume]).
 func (c *Cluster) Refresh(ctx context.Context) error {
 	_, err := c.servers.Get(ctx)
+	c.resume()
 	return err
+}
+
+// resume lets every pool finish the create flows that a previous process
+// (or a flow of another process still running) left unfinished.
+func (c *Cluster) resume() {
+	for _, p := range c.pools {
+		p.Resume()
+	}
 }
 
 // ServerTypes returns the server-type catalogue, cached.

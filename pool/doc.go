@@ -62,8 +62,8 @@
 // fail: the server keeps its labels, so the next listing shows it). The
 // whole flow is bounded by the creation timeout ([WithCreationTimeout],
 // HCLOUD_SERVER_CREATION_TIMEOUT). [Pool.Close] that gives up waiting
-// leaves a server alone rather than half-deleting it; the next Pool adopts
-// it.
+// leaves a server alone rather than half-deleting it; the next Pool
+// resumes its flow (see Restart safety).
 //
 // # Failures and fail-over
 //
@@ -193,10 +193,43 @@
 // Nothing that decides whether a server exists lives only in memory: a
 // new Pool over the same project sees the same target and instances,
 // because every server carries the pool's labels and the cache lists them.
-// Claims lost with the process are either servers by then (adopted) or
-// never sent. Placeholders of failed claims are memory only: they stand
-// for servers that do not exist, so a restart drops them, and the
-// autoscaler sees the target shrink by them as if it had deleted them.
+// Claims lost with the process are either servers by then or never sent.
+// Placeholders of failed claims are memory only: they stand for servers
+// that do not exist, so a restart drops them, and the autoscaler sees the
+// target shrink by them as if it had deleted them.
+//
+// A restart finishes the create flows it finds. [Pool.Resume] (a Cluster
+// calls it after its first listing and after every Refresh) recognises a
+// flow left unfinished from what the API shows, so it needs no marker and
+// handles servers created by any version:
+//
+//	initializing, starting, younger than  wait until it runs (its create
+//	the creation timeout                  or power-on runs)
+//	off, subnet pool, not attached to     attach with the range, power on
+//	the pool's network (any age)
+//	off, subnet pool, attached, younger   power on
+//	than the creation timeout
+//	off, subnet pool, attached, older     left alone: it may have run and
+//	                                      been stopped since
+//	anything else                         left alone
+//
+// The listing only says "off"; the flow looks the server up (one GET)
+// before it decides, and a server it leaves alone is not looked at again
+// until a listing shows it in another status. While its flow runs, a
+// resumed server is a claim with a server: Creating under its provider
+// ID, counted once in TargetSize, removable with DeleteInstances (the flow
+// then deletes it). Once the flow sees it run it goes into the cache as
+// running, without waiting for the next listing; the flow polls the server
+// at the waiter's interval while an action of unknown ID runs on it. A
+// resumed flow that fails deletes the server and leaves a placeholder, as
+// any create flow does; one whose look-ups fail until the creation timeout
+// leaves the server alone.
+//
+// Two processes may finish the same flow for a while (the old one has not
+// stopped yet). Every step tolerates the other: a locked server is waited
+// for, "server_already_attached" counts as attached, and a power-on that
+// is refused while the server starts or runs counts as powered on; so
+// neither process fails, and neither deletes the server.
 //
 // # Waiter
 //

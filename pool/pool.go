@@ -91,6 +91,10 @@ type Pool struct {
 	// tasks holds the cancel functions of running background work.
 	tasks  map[uint64]context.CancelFunc
 	nextID uint64
+	// released holds the servers a resumed flow left alone, with the
+	// status they were listed with: Resume skips them until a listing
+	// shows another status.
+	released map[int64]hcloud.ServerStatus
 }
 
 // New checks cfg and deps and returns a Pool. It does no I/O.
@@ -203,6 +207,7 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		claims:         make(map[string]*claim),
 		deleting:       make(map[int64]struct{}),
 		tasks:          make(map[uint64]context.CancelFunc),
+		released:       make(map[int64]hcloud.ServerStatus),
 	}
 	p.metrics.PoolMinSize.WithLabelValues(cfg.Name).Set(float64(cfg.MinSize))
 	p.metrics.PoolMaxSize.WithLabelValues(cfg.Name).Set(float64(cfg.MaxSize))
