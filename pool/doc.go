@@ -141,9 +141,21 @@
 // server once it exists. Delete requests run concurrently (bounded by
 // [WithDeleteConcurrency]); the servers count as deleting at once, and
 // their actions are awaited in one batch in the background. A delete
-// request that fails on the way (the connection dropped) is resolved by
-// looking the server up: gone or deleting counts as deleted, otherwise the
-// request is sent again. A server whose delete fails counts again.
+// request that fails on the way (the connection dropped, its deadline
+// passed) is resolved by looking the server up: gone or deleting counts as
+// deleted, otherwise the request is sent again while the caller waits. A
+// server whose delete fails counts again.
+//
+// An ambiguous outcome is resolved before it is reported: the caller's
+// context bounds only the wait before a delete request is sent. Once sent,
+// the request, hcloud-go's retries of it and the look-up that resolves a
+// failure run on a context of their own (at most 2 minutes, whatever the
+// caller's deadline), so that a delete the API accepted after the
+// autoscaler's deadline passed is answered as the success it is, and the
+// server counts as deleting, instead of an error (the autoscaler would
+// untaint the drained node and record a failed scale-down while the
+// server is destroyed). A call whose context ended before anything was
+// sent fails and changes nothing.
 // [Pool.ForceDeleteInstances] skips the min-size check.
 //
 // [Pool.DecreaseTargetSize] removes claims that have no server (queued

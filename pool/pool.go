@@ -322,8 +322,9 @@ func (p *Pool) startLocked(fn func(ctx context.Context)) bool {
 // waits for them to return. A cancelled create flow leaves its server
 // alone: it carries the pool's labels, so the next Pool over the same
 // project adopts it (or reports it as not started, see [Pool.Instances]).
-// No goroutine of the pool outlives Close. The shared Waiter, cache and
-// catalogue are not closed.
+// No goroutine of the pool outlives Close; a delete request already sent
+// by a cancelled flow still runs to its answer (bounded, see
+// DeleteInstances). The shared Waiter, cache and catalogue are not closed.
 func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
