@@ -199,3 +199,34 @@ func advanceUntil(e *faultEnv, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestWithoutResumeLeavesFlowsAlone checks that a Cluster built for
+// inspection (status, validate) does not act on the create flows another
+// process is finishing.
+func TestWithoutResumeLeavesFlowsAlone(t *testing.T) {
+	e := newFaultEnv(t, faultOptions{})
+	defer e.stop()
+	ctx := context.Background()
+	if err := e.c.Pool("subnet").IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	advanceUntil(e, "the create request", func() bool { return len(poolServers(t, e.api(), "subnet")) == 1 })
+	killed, cancel := context.WithCancel(ctx)
+	cancel()
+	_ = e.c.Close(killed)
+	e.killed[e.c] = true
+	e.clock.Advance(time.Minute) // the server is created, off, not attached
+
+	e.opts = append(e.opts, hcloudscale.WithoutResume())
+	e.c = e.start()
+	if err := e.c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := e.api().Count("POST /servers/{id}/actions/attach_to_network") + e.api().Count("POST /servers/{id}/actions/poweron"); n != 0 {
+		t.Errorf("%d attach or power-on requests; want none", n)
+	}
+	if st := e.c.Pool("subnet").Status(); st.PendingClaims != 0 {
+		t.Errorf("Status() = %+v; want no flow", st)
+	}
+}
