@@ -118,16 +118,15 @@
 //	                                          as above if the pool creates
 //	                                          servers stopped (subnet range)
 //	running, stopping, migrating, rebuilding  Running
-//	unknown, anything else                    Running, error Other
-//	                                          "unknown-status"
+//	unknown, anything else                    Running
 //
 // "not-started" marks servers a restart left behind mid-create: the
 // autoscaler deletes Creating instances with an error. An off server of a
 // pool that starts servers at create was started once, so it was stopped
 // later: its node is NotReady and the autoscaler's unready-node logic, not
-// failed-creation cleanup, applies. "unknown" is Running with error info
-// because the autoscaler acts on error info only for Creating instances: a
-// node whose status flickers is not deleted, yet Status shows it.
+// failed-creation cleanup, applies. Only failed creations carry error
+// info; "unknown" is plain Running, for the reason given under Deleting
+// and shrinking.
 //
 // # Deleting and shrinking
 //
@@ -160,9 +159,37 @@
 //
 // [Pool.DecreaseTargetSize] removes claims that have no server (queued
 // ones first, then placeholders) and never drops the target below the
-// servers that exist. A larger request is clamped and returns nil: an
-// error there aborts the autoscaler's whole loop, every loop, and it
-// re-reads TargetSize each loop anyway.
+// servers that exist. A larger request is clamped: it removes what it can
+// and returns nil. The answer follows from the autoscaler's two callers
+// (core at 33c3f97bf2):
+//
+//   - ClusterStateRegistry.updateScaleRequests reverts a timed-out
+//     scale-up with DecreaseTargetSize(-increase) and only logs an error.
+//     Removing the claims that are still queued is the point; the servers
+//     that exist stay and are handled as unregistered nodes.
+//   - fixNodeGroupSize (static_autoscaler.go) calls it when
+//     GetIncorrectNodeGroupSize (updateIncorrectNodeGroupSizes) has seen,
+//     for longer than max-node-provision-time, fewer registered nodes than
+//     the target minus the instances expected to register. On nil it
+//     reports "fixed" and RunOnce skips the rest of the iteration; on an
+//     error RunOnce returns it, which also skips the iteration, and
+//     RunAutoscalerOnce then does not call UpdateLastSuccessfulRun, so a
+//     condition that repeats fails the autoscaler's health check and its
+//     liveness probe restarts it after --max-failing-time, without
+//     changing the condition. No answer keeps that iteration going; nil at
+//     least keeps the autoscaler alive.
+//
+// So the pool keeps fixNodeGroupSize from asking for what it cannot do:
+// every unit of TargetSize is either a registered node, an instance the
+// autoscaler expects to register (expectedToRegister: not Deleting, no
+// error info), a placeholder that DecreaseTargetSize removes, or a failed
+// creation that deleteCreatedNodesWithErrors deletes earlier in the same
+// loop. That is why only failed creations carry error info: a server in
+// status "unknown" reported with error info would be none of these when it
+// has no node, and every iteration of the whole autoscaler (all groups)
+// would be skipped once max-node-provision-time passed. Without error
+// info it counts as unregistered, and removeOldUnregisteredNodes deletes
+// it if it never gets a node.
 //
 // # Template node
 //
