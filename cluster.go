@@ -40,6 +40,7 @@ type Cluster struct {
 	warnings []string
 
 	lenient    bool // offer problems are warnings (WithLenientChecks)
+	noResume   bool // unfinished create flows are left alone (WithoutResume)
 	presence   *presenceCache
 	unregister func() // stops the rate-limit metrics reporting this Cluster
 
@@ -82,6 +83,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		byName:   map[string]*pool.Pool{},
 		warnings: slices.Clone(cfg.Warnings),
 		lenient:  o.lenient,
+		noResume: o.noResume,
 	}
 	c.client, c.pacer = newClient(cfg, &o)
 	if c.unregister, err = registerRateLimit(o.registerer, c.pacer); err != nil {
@@ -160,6 +162,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 	for _, w := range c.warnings {
 		c.log.Warn(w)
 	}
+	c.resume()
 	return c, nil
 }
 
@@ -329,10 +332,24 @@ func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
 }
 
 // Refresh brings the server listing up to date when its TTL has passed; it
-// costs no request otherwise. Call it once per autoscaler loop.
+// costs no request otherwise. Call it once per autoscaler loop. It then
+// resumes the create flows the listing shows unfinished
+// ([pool.Pool.Resume]), unless [WithoutResume] was given.
 func (c *Cluster) Refresh(ctx context.Context) error {
 	_, err := c.servers.Get(ctx)
+	c.resume()
 	return err
+}
+
+// resume lets every pool finish the create flows that a previous process
+// (or a flow of another process still running) left unfinished.
+func (c *Cluster) resume() {
+	if c.noResume {
+		return
+	}
+	for _, p := range c.pools {
+		p.Resume()
+	}
 }
 
 // ServerTypes returns the server-type catalogue, cached.

@@ -60,6 +60,7 @@ type options struct {
 	deleteConcurrency int
 	rateLimitReserve  int
 	lenient           bool
+	noResume          bool
 }
 
 func defaultOptions() options {
@@ -195,4 +196,12 @@ func WithRateLimitReserve(n int) Option {
 // created without them.
 func WithLenientChecks() Option {
 	return func(o *options) { o.lenient = true }
+}
+
+// WithoutResume makes the Cluster leave unfinished create flows alone:
+// New and Refresh then do not call [pool.Pool.Resume]. For tools that
+// only inspect a cluster (status, validate) while the autoscaler that owns
+// the flows runs elsewhere.
+func WithoutResume() Option {
+	return func(o *options) { o.noResume = true }
 }

@@ -135,10 +135,13 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 // job.
 //
 // If -delta exceeds what can be removed, it removes what it can and
-// returns nil (logged at info). An error here aborts the autoscaler's
-// whole loop, every loop, and the autoscaler reads TargetSize again at the
-// start of the next one, so a clamped decrease is the answer that keeps
-// it working. delta must be negative.
+// returns nil (logged at info). The autoscaler calls it to revert a
+// timed-out scale-up, where removing the queued claims is what it wants,
+// and from fixNodeGroupSize, where nil and an error both end the
+// iteration and an error also fails its health check; the package
+// documentation (Deleting and shrinking) explains why the pool reports
+// its instances so that fixNodeGroupSize never needs more than this can
+// remove. delta must be negative.
 func (p *Pool) DecreaseTargetSize(ctx context.Context, delta int) error {
 	if delta >= 0 {
 		return fmt.Errorf("pool %q: %w: size decrease must be negative, got %d", p.cfg.Name, ErrInvalidDelta, delta)

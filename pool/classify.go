@@ -49,6 +49,10 @@ const (
 	// was left behind by a restart).
 	CodeNotStarted = "not-started"
 	// CodeUnknownStatus: the API reports the server's status as unknown.
+	//
+	// Deprecated: a server in status unknown is Running without error
+	// info, so that the autoscaler counts it as registered or unregistered
+	// (see the package documentation, Deleting and shrinking).
 	CodeUnknownStatus = "unknown-status"
 	// CodeInternal: anything else.
 	CodeInternal = "internal"

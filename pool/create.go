@@ -251,7 +251,7 @@ func (p *Pool) bringUp(ctx context.Context, res *created, log *zap.Logger) (stri
 			})
 		})
 		if err != nil && !hcloud.IsError(err, hcloud.ErrorCodeServerAlreadyAttached) {
-			return "attach to network", err
+			return p.finishRefused(ctx, res, "attach to network", err, log)
 		}
 		if err := p.deps.Waiter.Wait(ctx, action); err != nil {
 			return "attach to network", err
@@ -262,7 +262,7 @@ func (p *Pool) bringUp(ctx context.Context, res *created, log *zap.Logger) (stri
 		return p.deps.Servers.Poweron(ctx, server)
 	})
 	if err != nil {
-		return "power on", err
+		return p.finishRefused(ctx, res, stepPowerOn, err, log)
 	}
 	if err := p.deps.Waiter.Wait(ctx, action); err != nil {
 		return "power on", err

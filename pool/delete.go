@@ -279,32 +279,48 @@ func (p *Pool) deleteServers(ctx context.Context, servers []*servercache.Server)
 // bound. finished reports that there is no action to wait for: the server
 // no longer exists, or is already being deleted by an earlier request
 // whose response was lost. A request that failed on the way (the
-// connection dropped) is resolved by looking the server up, and sent
-// again if the server is still there.
+// connection dropped, its deadline passed) is resolved by looking the
+// server up, and sent again if the server is still there.
+//
+// ctx bounds the wait for a free slot, before anything is sent. Once the
+// request is out, it and its look-up run on a context of their own,
+// bounded by deleteRequestTimeout, that the caller's deadline does not
+// end: a delete the API accepted while the caller gave up is reported as
+// the success it is, not as a failure while the server is destroyed.
 func (p *Pool) deleteServer(ctx context.Context, id int64) (action *hcloud.Action, finished bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, false, err
+	}
 	if err := acquire(ctx, p.deleteSem); err != nil {
 		return nil, false, err
 	}
 	defer release(p.deleteSem)
+	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteRequestTimeout)
+	defer cancel()
 	backoff := p.opts.retryBackoff
 	for attempt := 1; ; attempt++ {
-		res, _, err := p.deps.Servers.DeleteWithResult(ctx, &hcloud.Server{ID: id})
+		res, _, err := p.deps.Servers.DeleteWithResult(reqCtx, &hcloud.Server{ID: id})
 		switch {
 		case err == nil:
 			return res.Action, false, nil
 		case hcloud.IsError(err, hcloud.ErrorCodeNotFound):
 			p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
 			return nil, true, nil
-		case ctx.Err() == nil && ambiguous(err):
-			s, _, lookupErr := p.deps.Servers.GetByID(ctx, id)
+		case ambiguous(err):
+			lookupCtx, cancelLookup := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
+			s, _, lookupErr := p.deps.Servers.GetByID(lookupCtx, id)
+			cancelLookup()
 			switch {
 			case lookupErr != nil:
+				err = fmt.Errorf("%w; the server's state is unknown: looking it up failed: %w", err, lookupErr)
 			case s == nil || s.Status == hcloud.ServerStatusDeleting:
 				p.log.Info("delete request failed on the way, but the server is deleted or being deleted",
 					zap.Int64("server_id", id), zap.NamedError("cause", err))
 				p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
 				return nil, true, nil
-			case attempt < p.opts.createAttempts:
+			case attempt < p.opts.createAttempts && ctx.Err() == nil && reqCtx.Err() == nil:
+				// The request did not go through and the caller still
+				// waits: send it again.
 				if sleep(ctx, backoff) == nil {
 					backoff *= 2
 					continue

@@ -62,8 +62,8 @@
 // fail: the server keeps its labels, so the next listing shows it). The
 // whole flow is bounded by the creation timeout ([WithCreationTimeout],
 // HCLOUD_SERVER_CREATION_TIMEOUT). [Pool.Close] that gives up waiting
-// leaves a server alone rather than half-deleting it; the next Pool adopts
-// it.
+// leaves a server alone rather than half-deleting it; the next Pool
+// resumes its flow (see Restart safety).
 //
 // # Failures and fail-over
 //
@@ -118,16 +118,15 @@
 //	                                          as above if the pool creates
 //	                                          servers stopped (subnet range)
 //	running, stopping, migrating, rebuilding  Running
-//	unknown, anything else                    Running, error Other
-//	                                          "unknown-status"
+//	unknown, anything else                    Running
 //
 // "not-started" marks servers a restart left behind mid-create: the
 // autoscaler deletes Creating instances with an error. An off server of a
 // pool that starts servers at create was started once, so it was stopped
 // later: its node is NotReady and the autoscaler's unready-node logic, not
-// failed-creation cleanup, applies. "unknown" is Running with error info
-// because the autoscaler acts on error info only for Creating instances: a
-// node whose status flickers is not deleted, yet Status shows it.
+// failed-creation cleanup, applies. Only failed creations carry error
+// info; "unknown" is plain Running, for the reason given under Deleting
+// and shrinking.
 //
 // # Deleting and shrinking
 //
@@ -141,16 +140,56 @@
 // server once it exists. Delete requests run concurrently (bounded by
 // [WithDeleteConcurrency]); the servers count as deleting at once, and
 // their actions are awaited in one batch in the background. A delete
-// request that fails on the way (the connection dropped) is resolved by
-// looking the server up: gone or deleting counts as deleted, otherwise the
-// request is sent again. A server whose delete fails counts again.
+// request that fails on the way (the connection dropped, its deadline
+// passed) is resolved by looking the server up: gone or deleting counts as
+// deleted, otherwise the request is sent again while the caller waits. A
+// server whose delete fails counts again.
+//
+// An ambiguous outcome is resolved before it is reported: the caller's
+// context bounds only the wait before a delete request is sent. Once sent,
+// the request, hcloud-go's retries of it and the look-up that resolves a
+// failure run on a context of their own (at most 2 minutes, whatever the
+// caller's deadline), so that a delete the API accepted after the
+// autoscaler's deadline passed is answered as the success it is, and the
+// server counts as deleting, instead of an error (the autoscaler would
+// untaint the drained node and record a failed scale-down while the
+// server is destroyed). A call whose context ended before anything was
+// sent fails and changes nothing.
 // [Pool.ForceDeleteInstances] skips the min-size check.
 //
 // [Pool.DecreaseTargetSize] removes claims that have no server (queued
 // ones first, then placeholders) and never drops the target below the
-// servers that exist. A larger request is clamped and returns nil: an
-// error there aborts the autoscaler's whole loop, every loop, and it
-// re-reads TargetSize each loop anyway.
+// servers that exist. A larger request is clamped: it removes what it can
+// and returns nil. The answer follows from the autoscaler's two callers
+// (core at 33c3f97bf2):
+//
+//   - ClusterStateRegistry.updateScaleRequests reverts a timed-out
+//     scale-up with DecreaseTargetSize(-increase) and only logs an error.
+//     Removing the claims that are still queued is the point; the servers
+//     that exist stay and are handled as unregistered nodes.
+//   - fixNodeGroupSize (static_autoscaler.go) calls it when
+//     GetIncorrectNodeGroupSize (updateIncorrectNodeGroupSizes) has seen,
+//     for longer than max-node-provision-time, fewer registered nodes than
+//     the target minus the instances expected to register. On nil it
+//     reports "fixed" and RunOnce skips the rest of the iteration; on an
+//     error RunOnce returns it, which also skips the iteration, and
+//     RunAutoscalerOnce then does not call UpdateLastSuccessfulRun, so a
+//     condition that repeats fails the autoscaler's health check and its
+//     liveness probe restarts it after --max-failing-time, without
+//     changing the condition. No answer keeps that iteration going; nil at
+//     least keeps the autoscaler alive.
+//
+// So the pool keeps fixNodeGroupSize from asking for what it cannot do:
+// every unit of TargetSize is either a registered node, an instance the
+// autoscaler expects to register (expectedToRegister: not Deleting, no
+// error info), a placeholder that DecreaseTargetSize removes, or a failed
+// creation that deleteCreatedNodesWithErrors deletes earlier in the same
+// loop. That is why only failed creations carry error info: a server in
+// status "unknown" reported with error info would be none of these when it
+// has no node, and every iteration of the whole autoscaler (all groups)
+// would be skipped once max-node-provision-time passed. Without error
+// info it counts as unregistered, and removeOldUnregisteredNodes deletes
+// it if it never gets a node.
 //
 // # Template node
 //
@@ -193,10 +232,43 @@
 // Nothing that decides whether a server exists lives only in memory: a
 // new Pool over the same project sees the same target and instances,
 // because every server carries the pool's labels and the cache lists them.
-// Claims lost with the process are either servers by then (adopted) or
-// never sent. Placeholders of failed claims are memory only: they stand
-// for servers that do not exist, so a restart drops them, and the
-// autoscaler sees the target shrink by them as if it had deleted them.
+// Claims lost with the process are either servers by then or never sent.
+// Placeholders of failed claims are memory only: they stand for servers
+// that do not exist, so a restart drops them, and the autoscaler sees the
+// target shrink by them as if it had deleted them.
+//
+// A restart finishes the create flows it finds. [Pool.Resume] (a Cluster
+// calls it after its first listing and after every Refresh) recognises a
+// flow left unfinished from what the API shows, so it needs no marker and
+// handles servers created by any version:
+//
+//	initializing, starting, younger than  wait until it runs (its create
+//	the creation timeout                  or power-on runs)
+//	off, subnet pool, not attached to     attach with the range, power on
+//	the pool's network (any age)
+//	off, subnet pool, attached, younger   power on
+//	than the creation timeout
+//	off, subnet pool, attached, older     left alone: it may have run and
+//	                                      been stopped since
+//	anything else                         left alone
+//
+// The listing only says "off"; the flow looks the server up (one GET)
+// before it decides, and a server it leaves alone is not looked at again
+// until a listing shows it in another status. While its flow runs, a
+// resumed server is a claim with a server: Creating under its provider
+// ID, counted once in TargetSize, removable with DeleteInstances (the flow
+// then deletes it). Once the flow sees it run it goes into the cache as
+// running, without waiting for the next listing; the flow polls the server
+// at the waiter's interval while an action of unknown ID runs on it. A
+// resumed flow that fails deletes the server and leaves a placeholder, as
+// any create flow does; one whose look-ups fail until the creation timeout
+// leaves the server alone.
+//
+// Two processes may finish the same flow for a while (the old one has not
+// stopped yet). Every step tolerates the other: a locked server is waited
+// for, "server_already_attached" counts as attached, and a power-on that
+// is refused while the server starts or runs counts as powered on; so
+// neither process fails, and neither deletes the server.
 //
 // # Waiter
 //

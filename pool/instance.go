@@ -97,10 +97,15 @@ func ParseClaimID(id string) (pool, name string, ok bool) {
 //     NotReady and the autoscaler's unready-node handling applies, not
 //     deletion as a failed creation.
 //   - stopping, running, migrating, rebuilding: Running.
-//   - unknown and statuses this version does not know: Running with
-//     ErrorInfo Other "unknown-status". The autoscaler ignores ErrorInfo
-//     unless the state is Creating, so a node whose status flickers is not
-//     deleted, while the status shows the problem.
+//   - unknown and statuses this version does not know: Running, without
+//     ErrorInfo. Only a failed creation carries ErrorInfo: the autoscaler
+//     counts an instance with ErrorInfo neither as registered (it has no
+//     node) nor as expected to register, so a target that includes it is
+//     an "incorrect size" that DecreaseTargetSize cannot fix (see the
+//     package documentation, Deleting and shrinking). Without ErrorInfo, a
+//     server in status unknown that has a node is handled by the
+//     autoscaler's unready-node logic, and one without a node is an
+//     unregistered node, removed after max-node-provision-time.
 func serverState(s *servercache.Server, now time.Time, creationTimeout time.Duration, stoppedCreates bool) (State, *ErrorInfo) {
 	stale := !s.Created.IsZero() && now.Sub(s.Created) > creationTimeout
 	notStarted := func() (State, *ErrorInfo) {
@@ -127,10 +132,6 @@ func serverState(s *servercache.Server, now time.Time, creationTimeout time.Dura
 		hcloud.ServerStatusMigrating, hcloud.ServerStatusRebuilding:
 		return Running, nil
 	default:
-		return Running, &ErrorInfo{
-			Class:   Other,
-			Code:    CodeUnknownStatus,
-			Message: fmt.Sprintf("server %s has status %q", s.Name, s.Status),
-		}
+		return Running, nil
 	}
 }

@@ -29,6 +29,11 @@ const (
 	// lookupTimeout bounds the look-up of a server after a create
 	// request with an unknown outcome.
 	lookupTimeout = 30 * time.Second
+	// deleteRequestTimeout bounds a delete request once it is sent, with
+	// its retries by hcloud-go and the pacer's wait, whatever the
+	// caller's deadline: its outcome must be known before it is
+	// reported.
+	deleteRequestTimeout = 2 * time.Minute
 	// deleteWaitTimeout bounds the background wait for delete actions.
 	deleteWaitTimeout = 5 * time.Minute
 )

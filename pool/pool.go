@@ -91,6 +91,10 @@ type Pool struct {
 	// tasks holds the cancel functions of running background work.
 	tasks  map[uint64]context.CancelFunc
 	nextID uint64
+	// released holds the servers a resumed flow left alone, with the
+	// status they were listed with: Resume skips them until a listing
+	// shows another status.
+	released map[int64]hcloud.ServerStatus
 }
 
 // New checks cfg and deps and returns a Pool. It does no I/O.
@@ -203,6 +207,7 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		claims:         make(map[string]*claim),
 		deleting:       make(map[int64]struct{}),
 		tasks:          make(map[uint64]context.CancelFunc),
+		released:       make(map[int64]hcloud.ServerStatus),
 	}
 	p.metrics.PoolMinSize.WithLabelValues(cfg.Name).Set(float64(cfg.MinSize))
 	p.metrics.PoolMaxSize.WithLabelValues(cfg.Name).Set(float64(cfg.MaxSize))
@@ -317,8 +322,9 @@ func (p *Pool) startLocked(fn func(ctx context.Context)) bool {
 // waits for them to return. A cancelled create flow leaves its server
 // alone: it carries the pool's labels, so the next Pool over the same
 // project adopts it (or reports it as not started, see [Pool.Instances]).
-// No goroutine of the pool outlives Close. The shared Waiter, cache and
-// catalogue are not closed.
+// No goroutine of the pool outlives Close; a delete request already sent
+// by a cancelled flow still runs to its answer (bounded, see
+// DeleteInstances). The shared Waiter, cache and catalogue are not closed.
 func (p *Pool) Close(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true

@@ -134,7 +134,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	}
 	// A sold-out type or a missing image is what an operator runs status
 	// to look at: it is shown as a warning, not a refusal.
-	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithLenientChecks())
+	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithLenientChecks(), hcloudscale.WithoutResume())
 	if err != nil {
 		return reportConfigError(stderr, "status", "checking the configuration against the API", err)
 	}

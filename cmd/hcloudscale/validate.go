@@ -219,7 +219,7 @@ func autoscalingSettings(a *config.Autoscaling) map[string]string {
 func checkOnline(ctx context.Context, cfg *config.Config, res *validateResult, log *zap.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, onlineTimeout)
 	defer cancel()
-	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log))
+	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithoutResume())
 	if err != nil {
 		return err
 	}

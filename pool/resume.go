@@ -1,0 +1,388 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"go.uber.org/zap"
+
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+// resumeSteps bounds the requests of one resumed flow's state machine, so
+// that an API that keeps contradicting itself (an attach refused as
+// "already attached" while the server shows no attachment) cannot turn it
+// into a request loop.
+const resumeSteps = 12
+
+// stepPowerOn names the power-on step in errors and logs.
+const stepPowerOn = "power on"
+
+// errNotResumable ends a resumed flow that found the server in a state no
+// create flow leaves behind: the server is left as it is.
+var errNotResumable = errors.New("not a create flow left unfinished")
+
+// Resume starts a create flow for every server of the pool in the cache's
+// current snapshot that looks like a create flow left unfinished, by a
+// process that stopped (or by one still finishing it), and that no flow
+// of this pool owns:
+//
+//   - initializing or starting, and younger than the creation timeout:
+//     the flow waits until it runs;
+//   - off, in a pool that creates servers stopped (subnet range): the
+//     flow looks the server up and, if it is not attached to the pool's
+//     network, attaches it with the range and powers it on; if it is
+//     attached, it powers it on only while the server is younger than the
+//     creation timeout (an older one was stopped by someone after it ran,
+//     and is left alone).
+//
+// A resumed server is a claim with a server from then on: Instances shows
+// it Creating under its provider ID, TargetSize counts it once, and once
+// it runs it goes into the cache as running at once (no listing needed).
+// A resumed flow that fails deletes the server and leaves a placeholder,
+// as any create flow does; one that finds the server gone, not ours any
+// more, or in a state no create flow leaves (see errNotResumable) drops
+// its claim and leaves the server alone, and the pool does not look at
+// that server again until a listing shows it in another status.
+//
+// Attach and power-on are tolerant of a second process doing the same: an
+// "already attached" answer, or a power-on refused while the server
+// starts or runs, counts as done, and a locked server is waited for.
+//
+// Resume does no I/O itself; it returns the number of flows it started.
+// A Cluster calls it after its first listing and after every Refresh.
+func (p *Pool) Resume() int {
+	now := p.now()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return 0
+	}
+	snap := p.deps.Cache.Current()
+	if snap == nil {
+		p.mu.Unlock()
+		return 0
+	}
+	servers := snap.Pool(p.cfg.Name)
+	listed := make(map[int64]bool, len(servers))
+	var started []*claim
+	for _, s := range servers {
+		listed[s.ID] = true
+		if status, ok := p.released[s.ID]; ok {
+			if status == s.Status {
+				continue
+			}
+			delete(p.released, s.ID)
+		}
+		if _, owned := p.claims[s.Name]; owned || p.deletingLocked(s) || !p.resumable(s, now) {
+			continue
+		}
+		requested := s.Created
+		if requested.IsZero() {
+			requested = now
+		}
+		c := &claim{
+			name: s.Name, requested: requested, done: make(chan struct{}),
+			phase: claimCreating, serverID: s.ID, status: s.Status,
+		}
+		p.claims[c.name] = c
+		started = append(started, c)
+	}
+	for id := range p.released {
+		if !listed[id] {
+			delete(p.released, id)
+		}
+	}
+	for _, c := range started {
+		listedStatus := c.status
+		// Cannot fail: closed was checked above, under the same lock.
+		p.startLocked(func(ctx context.Context) { p.runResume(ctx, c, listedStatus) })
+	}
+	p.mu.Unlock()
+
+	for _, c := range started {
+		p.log.Info("resuming a create flow left unfinished",
+			zap.String("server", c.name), zap.Int64("server_id", c.serverID), zap.String("status", string(c.status)))
+	}
+	if len(started) > 0 {
+		p.observe()
+	}
+	return len(started)
+}
+
+// resumable reports whether a listed server may be a create flow left
+// unfinished; runResume decides after looking it up.
+func (p *Pool) resumable(s *servercache.Server, now time.Time) bool {
+	young := s.Created.IsZero() || now.Sub(s.Created) <= p.opts.creationTimeout
+	switch s.Status {
+	case hcloud.ServerStatusInitializing, hcloud.ServerStatusStarting:
+		return young
+	case hcloud.ServerStatusOff:
+		return p.stoppedCreates
+	default:
+		return false
+	}
+}
+
+// runResume is the flow of a resumed server: look it up, decide, and
+// drive it to running. Like runClaim, it is bounded by the creation
+// timeout, counted from now.
+func (p *Pool) runResume(taskCtx context.Context, c *claim, listed hcloud.ServerStatus) {
+	defer close(c.done)
+
+	p.mu.Lock()
+	softCtx, cancel := context.WithCancel(taskCtx)
+	c.cancel = cancel
+	if c.cancelled {
+		cancel()
+	}
+	p.mu.Unlock()
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(softCtx, p.opts.creationTimeout)
+	defer cancelTimeout()
+	log := p.log.With(zap.String("server", c.name), zap.Int64("server_id", c.serverID))
+	ref := &hcloud.Server{ID: c.serverID, Name: c.name}
+
+	server, err := p.getServer(ctx, c.serverID)
+	if err == nil && server != nil && p.resumeStale(server) {
+		err = errNotResumable
+	}
+	if err == nil && server != nil && !p.owns(server.Labels) {
+		err = errNotResumable
+	}
+	if err == nil && server != nil {
+		server, err = p.finishCreate(ctx, server, log)
+	}
+	switch {
+	case err == nil && server == nil:
+		log.Info("server of a resumed create flow is gone")
+		p.dropResumed(c, "")
+		p.deps.Cache.Remove(c.serverID)
+	case err == nil:
+		p.succeed(taskCtx, c, created{server: server, adopted: true}, log)
+	case errors.Is(err, errNotResumable):
+		if p.isCancelled(c) {
+			p.fail(taskCtx, c, ref, "", context.Canceled)
+			return
+		}
+		log.Info("server is not a create flow left unfinished; leaving it as it is", zap.String("status", string(listed)))
+		p.dropResumed(c, listed)
+	case taskCtx.Err() == nil && softCtx.Err() == nil && !isStepError(err):
+		// The look-ups failed until the timeout: what the server needs
+		// is unknown, so it is left alone, not deleted.
+		log.Warn("could not look up a server to resume its create flow; leaving it as it is", zap.Error(err))
+		p.dropResumed(c, "")
+	default:
+		what := "resume create"
+		var se *stepError
+		if errors.As(err, &se) {
+			what, err = se.what, se.err
+		}
+		if server == nil {
+			server = ref
+		}
+		p.fail(taskCtx, c, server, what, err)
+	}
+}
+
+// stepError is a failed step of a resumed flow, with the step's name.
+type stepError struct {
+	what string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.what + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+func isStepError(err error) bool {
+	var se *stepError
+	return errors.As(err, &se)
+}
+
+// resumeStale reports an attached, stopped server of a subnet pool that
+// is older than the creation timeout: it may have run and been stopped
+// since, which is not the pool's to undo.
+func (p *Pool) resumeStale(s *hcloud.Server) bool {
+	if !p.stoppedCreates || s.Status != hcloud.ServerStatusOff || s.PrivateNetFor(p.deps.Network) == nil {
+		return false
+	}
+	return !s.Created.IsZero() && p.now().Sub(s.Created) > p.opts.creationTimeout
+}
+
+// finishCreate drives a server from where a create flow left it to
+// running, one idempotent step at a time, looking the server up after
+// each. It returns nil, nil when the server disappeared.
+func (p *Pool) finishCreate(ctx context.Context, s *hcloud.Server, log *zap.Logger) (*hcloud.Server, error) {
+	var err error
+	for range resumeSteps {
+		switch {
+		case s == nil:
+			return nil, nil
+		case s.Status == hcloud.ServerStatusRunning:
+			return s, nil
+		case s.Status == hcloud.ServerStatusDeleting:
+			return nil, nil
+		case s.Locked || s.Status == hcloud.ServerStatusInitializing || s.Status == hcloud.ServerStatusStarting:
+			// A create, attach or power-on runs, ours or another
+			// process's: wait for it to end.
+			if s, err = p.pollServer(ctx, s, settledForResume); err != nil {
+				return nil, &stepError{"wait for server", err}
+			}
+		case s.Status == hcloud.ServerStatusOff && !p.stoppedCreates:
+			return nil, &stepError{"wait for server", &infoError{ErrorInfo{Class: Other, Code: CodeActionFailed,
+				Message: fmt.Sprintf("server %s is off after its create: its create or start action failed", s.Name)}}}
+		case s.Status == hcloud.ServerStatusOff && s.PrivateNetFor(p.deps.Network) == nil:
+			server := s
+			action, err := p.send(ctx, true, func(ctx context.Context) (*hcloud.Action, *hcloud.Response, error) {
+				return p.deps.Servers.AttachToNetwork(ctx, server, hcloud.ServerAttachToNetworkOpts{
+					Network: p.deps.Network,
+					IPRange: prefixToIPNet(p.cfg.SubnetIPRange),
+				})
+			})
+			switch {
+			case err == nil:
+				if err := p.deps.Waiter.Wait(ctx, action); err != nil {
+					return nil, &stepError{"attach to network", err}
+				}
+				log.Debug("server attached to network", zap.Int64("network", p.deps.Network.ID))
+			case hcloud.IsError(err, hcloud.ErrorCodeServerAlreadyAttached, hcloud.ErrorCodeLocked):
+				// Another process attached it, or is acting on it.
+			default:
+				return nil, &stepError{"attach to network", err}
+			}
+			if s, err = p.getServer(ctx, s.ID); err != nil {
+				return nil, &stepError{"attach to network", err}
+			}
+		case s.Status == hcloud.ServerStatusOff:
+			server := s
+			action, err := p.send(ctx, true, func(ctx context.Context) (*hcloud.Action, *hcloud.Response, error) {
+				return p.deps.Servers.Poweron(ctx, server)
+			})
+			switch {
+			case err == nil:
+				if err := p.deps.Waiter.Wait(ctx, action); err != nil {
+					return nil, &stepError{"power on", err}
+				}
+			case hcloud.IsError(err, hcloud.ErrorCodeLocked):
+			default:
+				// Refused, perhaps because another process powered it on
+				// meanwhile: the look-up tells.
+				now, lerr := p.getServer(ctx, s.ID)
+				if lerr != nil || now == nil || now.Status == hcloud.ServerStatusOff {
+					return nil, &stepError{"power on", err}
+				}
+			}
+			if s, err = p.getServer(ctx, s.ID); err != nil {
+				return nil, &stepError{"power on", err}
+			}
+		default:
+			return nil, errNotResumable
+		}
+	}
+	return nil, &stepError{"resume create", fmt.Errorf("server %s is still %s after %d steps", s.Name, s.Status, resumeSteps)}
+}
+
+// settledForResume reports a server that no action is changing.
+func settledForResume(s *hcloud.Server) bool {
+	return !s.Locked && s.Status != hcloud.ServerStatusInitializing && s.Status != hcloud.ServerStatusStarting
+}
+
+// getServer looks a server up, asking again at the waiter's interval
+// after a failure, until ctx ends. A server that does not exist is nil.
+func (p *Pool) getServer(ctx context.Context, id int64) (*hcloud.Server, error) {
+	w := p.deps.Waiter
+	for {
+		s, _, err := p.deps.Servers.GetByID(ctx, id)
+		if err == nil {
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("looking up server %d: %w", id, err)
+		}
+		select {
+		case <-w.clock.After(w.interval):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("looking up server %d: %w", id, err)
+		}
+	}
+}
+
+// pollServer looks a server up at the waiter's interval until done says
+// so. It returns nil, nil when the server disappeared or is being deleted.
+func (p *Pool) pollServer(ctx context.Context, s *hcloud.Server, done func(*hcloud.Server) bool) (*hcloud.Server, error) {
+	w := p.deps.Waiter
+	for !done(s) {
+		select {
+		case <-w.clock.After(w.interval):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("server %s is %s: %w", s.Name, s.Status, ctx.Err())
+		}
+		next, _, err := p.deps.Servers.GetByID(ctx, s.ID)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, fmt.Errorf("server %s is %s: %w", s.Name, s.Status, ctx.Err())
+		case err != nil:
+			continue
+		case next == nil || next.Status == hcloud.ServerStatusDeleting:
+			return nil, nil
+		}
+		s = next
+	}
+	return s, nil
+}
+
+// isCancelled reports whether DeleteInstances took the claim out of the
+// target.
+func (p *Pool) isCancelled(c *claim) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return c.cancelled
+}
+
+// dropResumed removes a resumed flow's claim without touching the
+// server, which counts as a listed server again. A non-empty status is
+// remembered, so that Resume does not look at the server again while
+// listings show it in that status.
+func (p *Pool) dropResumed(c *claim, status hcloud.ServerStatus) {
+	p.mu.Lock()
+	if p.claims[c.name] == c {
+		delete(p.claims, c.name)
+	}
+	if status != "" {
+		p.released[c.serverID] = status
+	}
+	p.mu.Unlock()
+	c.result = fmt.Errorf("pool %q: server %s: %w", p.cfg.Name, c.name, errNotResumable)
+	p.observe()
+}
+
+// finishRefused handles an attach or power-on that the API refused: if a
+// process that resumed the flow is acting on the server (locked, already
+// attached, already running), the create is finished from what the API
+// shows, as a resumed flow would. Otherwise the refusal is the flow's
+// failure.
+func (p *Pool) finishRefused(ctx context.Context, res *created, what string, cause error, log *zap.Logger) (string, error) {
+	if ctx.Err() != nil {
+		return what, cause
+	}
+	locked := hcloud.IsError(cause, hcloud.ErrorCodeLocked)
+	var apiErr hcloud.Error
+	if !locked && (what != stepPowerOn || !errors.As(cause, &apiErr)) {
+		return what, cause
+	}
+	s, err := p.getServer(ctx, res.server.ID)
+	if err != nil || s == nil || (!locked && s.Status == hcloud.ServerStatusOff) {
+		return what, cause
+	}
+	s, err = p.finishCreate(ctx, s, log)
+	if err != nil || s == nil {
+		return what, cause
+	}
+	log.Info("finished the create flow from the server's state after a refused request",
+		zap.String("step", what), zap.NamedError("cause", cause))
+	res.server = s
+	return "", nil
+}

@@ -1,0 +1,273 @@
+package pool
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+)
+
+// subnetPoolConfig is a pool that creates its servers stopped and attaches
+// them to "net" with a subnet range.
+func subnetPoolConfig(name string) config.Pool {
+	cfg := poolConfig(name, 0, 5)
+	cfg.Network = "net"
+	cfg.SubnetIPRange = mustPrefix("10.0.1.0/24")
+	return cfg
+}
+
+// addLeftover adds a server of the pool as a create flow of an earlier
+// process (of this version or an older one) left it.
+func (e *env) addLeftover(pool string, status hcloud.ServerStatus, age time.Duration, networks ...int64) int64 {
+	e.t.Helper()
+	id, err := e.fake.AddServer(hcloudtest.ServerInfo{
+		Name: pool + "-0123456789abcdef", Status: status, ServerType: "cx23", Location: "fsn1",
+		Labels:   map[string]string{config.LabelNodeGroup: pool, config.LabelCluster: testCluster},
+		Networks: networks, Created: e.clock.Now().Add(-age),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+func (e *env) networkID() int64 {
+	e.t.Helper()
+	n, _, err := e.client.Network.Get(e.t.Context(), "net")
+	if err != nil || n == nil {
+		e.t.Fatalf("network: %v, %v", n, err)
+	}
+	return n.ID
+}
+
+// TestResume starts a new pool over servers that create flows left at each
+// step, by this version or an older one, and checks which ones it
+// finishes, with which requests, and that it never deletes one.
+func TestResume(t *testing.T) {
+	tests := []struct {
+		name   string
+		subnet bool
+		status hcloud.ServerStatus
+		age    time.Duration
+		// attached adds the server to the pool's network already.
+		attached bool
+		// resumed says Resume must take the server over (looked says
+		// it must look it up, and may leave it); want is the status it
+		// must end in.
+		resumed, looked bool
+		want            hcloud.ServerStatus
+		// attach and poweron are the requests the flow must send.
+		attach, poweron int
+	}{
+		{name: "subnet: created stopped, not attached", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute,
+			resumed: true, want: hcloud.ServerStatusRunning, attach: 1, poweron: 1},
+		{name: "subnet: created stopped, not attached, older than the creation timeout", subnet: true, status: hcloud.ServerStatusOff, age: time.Hour,
+			resumed: true, want: hcloud.ServerStatusRunning, attach: 1, poweron: 1},
+		{name: "subnet: attached, still off", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
+			resumed: true, want: hcloud.ServerStatusRunning, poweron: 1},
+		{name: "subnet: attached and off for an hour: stopped by someone", subnet: true, status: hcloud.ServerStatusOff, age: time.Hour, attached: true,
+			looked: true, want: hcloud.ServerStatusOff},
+		{name: "subnet: running", subnet: true, status: hcloud.ServerStatusRunning, age: time.Minute, attached: true,
+			want: hcloud.ServerStatusRunning},
+		{name: "plain: off: stopped by someone", status: hcloud.ServerStatusOff, age: time.Minute,
+			want: hcloud.ServerStatusOff},
+		{name: "plain: starting a day after creation: a power cycle", status: hcloud.ServerStatusStarting, age: 24 * time.Hour,
+			want: hcloud.ServerStatusStarting},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			cfg := poolConfig("workers", 0, 5)
+			var nets []int64
+			if tc.subnet {
+				e.addReferences()
+				cfg = subnetPoolConfig("workers")
+				if tc.attached {
+					nets = []int64{e.networkID()}
+				}
+			}
+			id := e.addLeftover("workers", tc.status, tc.age, nets...)
+			p := e.newPool(cfg)
+			if _, err := e.cache.Get(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			e.fake.ResetCounts()
+
+			got := p.Resume()
+			if want := map[bool]int{true: 1, false: 0}[tc.resumed || tc.looked]; got != want {
+				t.Fatalf("Resume() = %d; want %d", got, want)
+			}
+			if tc.resumed {
+				in := p.Instances()
+				if len(in) != 1 || in[0].State != Creating || in[0].ServerID != id || in[0].Error != nil {
+					t.Errorf("Instances() while resuming = %+v; want server %d Creating", in, id)
+				}
+				if got := p.TargetSize(); got != 1 {
+					t.Errorf("TargetSize() while resuming = %d; want 1", got)
+				}
+			}
+			e.settle(p)
+
+			s, ok := e.fake.ServerByID(id)
+			if !ok {
+				t.Fatalf("server %d was deleted", id)
+			}
+			if s.Status != tc.want {
+				t.Errorf("server status %s; want %s", s.Status, tc.want)
+			}
+			if got := e.fake.Count("POST /servers/{id}/actions/attach_to_network"); got != tc.attach {
+				t.Errorf("%d attach requests; want %d", got, tc.attach)
+			}
+			if got := e.fake.Count("POST /servers/{id}/actions/poweron"); got != tc.poweron {
+				t.Errorf("%d power-on requests; want %d", got, tc.poweron)
+			}
+			if got := e.fake.Count("DELETE /servers/{id}"); got != 0 {
+				t.Errorf("%d delete requests; want none", got)
+			}
+			if tc.subnet && tc.resumed && !tc.attached {
+				if len(s.Networks) != 1 {
+					t.Errorf("server networks %v; want the pool's", s.Networks)
+				}
+				srv, _, err := e.client.Server.GetByID(t.Context(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pn := srv.PrivateNet[0]
+				if ip, _ := netip.AddrFromSlice(pn.IP); !cfg.SubnetIPRange.Contains(ip.Unmap()) {
+					t.Errorf("private IP %s; want one in the subnet range %s", pn.IP, cfg.SubnetIPRange)
+				}
+			}
+			if tc.want == hcloud.ServerStatusRunning {
+				// No listing since: the pool reports the server running
+				// as soon as its flow saw it run.
+				in := p.Instances()
+				if len(in) != 1 || in[0].State != Running || in[0].Error != nil {
+					t.Errorf("Instances() after resuming = %+v; want the server Running", in)
+				}
+			}
+			if got := p.TargetSize(); got != 1 {
+				t.Errorf("TargetSize() = %d; want 1", got)
+			}
+
+			// Looking again at the same listing costs nothing and starts
+			// nothing: a server left alone stays left alone.
+			e.fake.ResetCounts()
+			if got := p.Resume(); got != 0 {
+				t.Errorf("second Resume() = %d; want 0", got)
+			}
+			e.settle(p)
+			if got := e.fake.Counts(); len(got) != 0 {
+				t.Errorf("second Resume made requests %v; want none", got)
+			}
+		})
+	}
+}
+
+// TestResumeReportsRunningAtOnce resumes a server that is still
+// initializing (a plain pool) and checks that the pool reports it running
+// as soon as the API does, without waiting for a listing.
+func TestResumeReportsRunningAtOnce(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.addLeftover("workers", hcloud.ServerStatusInitializing, 20*time.Second)
+	p := e.newPool(poolConfig("workers", 0, 5))
+	if _, err := e.cache.Get(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Resume(); got != 1 {
+		t.Fatalf("Resume() = %d; want 1", got)
+	}
+	// The flow polls the server; it keeps initializing for now.
+	e.eventually("the flow to poll the server", 0, func() bool { return e.fake.Count("GET /servers/{id}") >= 2 })
+	if st := p.Status(); st.Creating != 1 || st.Running != 0 {
+		t.Fatalf("Status() while initializing = %+v; want 1 creating", st)
+	}
+	if err := e.fake.SetServerStatus(id, hcloud.ServerStatusRunning); err != nil {
+		t.Fatal(err)
+	}
+	listings := e.fake.Count("GET /servers")
+	e.eventually("the server to be reported running", 0, func() bool { return p.Status().Running == 1 })
+	if got := e.fake.Count("GET /servers"); got != listings {
+		t.Errorf("%d listings while resuming; want none", got-listings)
+	}
+	if st := p.Status(); st.PendingClaims != 0 || st.Target != 1 {
+		t.Errorf("Status() = %+v; want target 1, no pending claim", st)
+	}
+}
+
+// TestResumeWhileTheOldProcessFinishes runs two pools over one project, as
+// during a restart where the old process has not stopped yet: both finish
+// the same create flow. The server is attached once, runs, and neither
+// deletes it.
+func TestResumeWhileTheOldProcessFinishes(t *testing.T) {
+	// The attach takes ten minutes, so the new process finds it running.
+	e := newEnv(t, envOptions{fake: []hcloudtest.Option{hcloudtest.WithActionDuration("attach_to_network", 10*time.Minute)}})
+	e.addReferences()
+	cfg := subnetPoolConfig("workers")
+	old := e.newPool(cfg)
+	if err := old.IncreaseSize(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	// The old flow's attach runs (the manual clock stands still).
+	e.eventually("the old flow's attach", 100*time.Millisecond, func() bool {
+		return e.fake.Count("POST /servers/{id}/actions/attach_to_network") == 1
+	})
+
+	// The new process's cache lists what the API holds now.
+	cache := e.newCache()
+	deps := e.deps(cfg)
+	deps.Cache = cache
+	fresh := e.newPoolWith(cfg, deps)
+	if _, err := cache.Get(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := fresh.Resume(); got != 1 {
+		t.Fatalf("Resume() = %d; want 1", got)
+	}
+	e.eventually("both flows to finish", 10*time.Second, func() bool { return settled(old) && settled(fresh) })
+
+	servers := e.servers("workers")
+	if len(servers) != 1 || servers[0].Status != hcloud.ServerStatusRunning || len(servers[0].Networks) != 1 {
+		t.Fatalf("servers %+v; want one running, attached once", servers)
+	}
+	if got := e.fake.Count("DELETE /servers/{id}"); got != 0 {
+		t.Errorf("%d delete requests; want none", got)
+	}
+	for name, p := range map[string]*Pool{"old": old, "new": fresh} {
+		st := p.Status()
+		if st.Running != 1 || st.Target != 1 || st.Failed != 0 || st.PendingClaims != 0 {
+			t.Errorf("%s pool Status() = %+v; want the server running, target 1", name, st)
+		}
+	}
+}
+
+// TestResumeCancelledByDelete deletes a resumed server while its flow
+// waits: the flow deletes it and the target drops.
+func TestResumeCancelledByDelete(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.addLeftover("workers", hcloud.ServerStatusInitializing, 20*time.Second)
+	p := e.newPool(poolConfig("workers", 0, 5))
+	if _, err := e.cache.Get(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Resume(); got != 1 {
+		t.Fatalf("Resume() = %d; want 1", got)
+	}
+	if err := p.DeleteInstances(context.Background(), []string{"hcloud://" + itoa(id)}); err != nil {
+		t.Fatalf("DeleteInstances: %v", err)
+	}
+	if got := p.TargetSize(); got != 0 {
+		t.Errorf("TargetSize() after the delete = %d; want 0", got)
+	}
+	e.settle(p)
+	if _, ok := e.fake.ServerByID(id); ok {
+		t.Errorf("server %d still exists", id)
+	}
+	if in := p.Instances(); len(in) != 0 {
+		t.Errorf("Instances() = %+v; want none", in)
+	}
+}
