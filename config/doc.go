@@ -111,6 +111,8 @@
 //
 //   - clusterName (new): scopes the servers of this cluster with the server
 //     label [LabelCluster], so that two clusters can share a Hetzner project.
+//     Scoping holds both ways ([InCluster]): without a cluster name, servers
+//     labelled for a named cluster are not this cluster's.
 //     A valid Hetzner label value; "" is unset.
 //   - imagesForArch: image spec per architecture (amd64, arm64). A spec is an
 //     image ID, an image name, or a label selector for snapshots;

@@ -306,7 +306,7 @@ func (p *problems) nodeSpecs(values []string) []NodeSpec {
 	var specs []NodeSpec
 	first := map[string]int{}
 	for i, v := range values {
-		path := indexPath("--nodes", i)
+		path := nodeSpecPath(i, v)
 		spec, err := ParseNodeSpec(v)
 		if err != nil {
 			p.add(path, err)
@@ -320,6 +320,26 @@ func (p *problems) nodeSpecs(values []string) []NodeSpec {
 		specs = append(specs, spec)
 	}
 	return specs
+}
+
+// nodeSpecPath names the i-th --nodes value and, when it has one, the pool
+// it names.
+func nodeSpecPath(i int, value string) string {
+	if f := strings.SplitN(value, ":", 5); len(f) == 5 {
+		return PoolSetting(i, f[4])
+	}
+	return PoolSetting(i, "")
+}
+
+// PoolSetting names the setting of the i-th pool, named name, as the
+// --nodes flag that configures it: "--nodes[3] (workers)", so that a
+// problem is found among many pools; "--nodes[3]" without a name.
+func PoolSetting(i int, name string) string {
+	path := indexPath("--nodes", i)
+	if name != "" {
+		path += " (" + name + ")"
+	}
+	return path
 }
 
 // source picks the configuration source with upstream's precedence. It

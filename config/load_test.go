@@ -61,8 +61,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "cluster name invalid", env: map[string]string{EnvClusterName: "a b"}, want: []problem{{EnvClusterName, "valid Hetzner label value"}}},
 		{name: "cluster name env and JSON differ", env: map[string]string{EnvClusterName: "a", EnvClusterConfig: b64(`{"clusterName": "b", "nodeConfigs": {"pool1": {}}}`)}, want: []problem{{"clusterName", `"b" differs from HCLOUD_CLUSTER_NAME="a"`}}},
 		{name: "no --nodes", specs: []string{}, want: []problem{{"--nodes", "no pools"}}},
-		{name: "bad --nodes spec", specs: []string{"1:3:cx22:fsn1:pool1", "1:x:cx22:fsn1:p2"}, want: []problem{{"--nodes[1]", `max size "x"`}}},
-		{name: "duplicate pool name", specs: []string{"1:3:cx22:fsn1:pool1", "0:1:cx32:nbg1:pool1"}, want: []problem{{"--nodes[1]", `pool name "pool1" is already used by --nodes[0]`}}},
+		{name: "bad --nodes spec", specs: []string{"1:3:cx22:fsn1:pool1", "1:x:cx22:fsn1:p2"}, want: []problem{{"--nodes[1] (p2)", `max size "x"`}}},
+		{name: "duplicate pool name", specs: []string{"1:3:cx22:fsn1:pool1", "0:1:cx32:nbg1:pool1"}, want: []problem{{"--nodes[1] (pool1)", `pool name "pool1" is already used by --nodes[0]`}}},
 		{name: "no source", env: map[string]string{EnvClusterConfig: ""}, want: []problem{{EnvClusterConfig, "none of HCLOUD_CLUSTER_CONFIG, HCLOUD_CLUSTER_CONFIG_FILE or HCLOUD_CLOUD_INIT is set"}}},
 		{name: "cluster config plain JSON", env: map[string]string{EnvClusterConfig: `{"nodeConfigs": {}}`}, want: []problem{{EnvClusterConfig, "looks like plain JSON"}}},
 		{name: "cluster config not base64", env: map[string]string{EnvClusterConfig: "%%%"}, want: []problem{{EnvClusterConfig, "not base64: illegal base64 data"}}},
@@ -383,7 +383,7 @@ func TestLoadFiveMistakes(t *testing.T) {
 	want := []string{
 		EnvPublicIPv4,
 		EnvServerCreationTimeout,
-		"--nodes[2]",
+		"--nodes[2] (pool3)",
 		"nodeConfigs.pool1.taints[0].effect",
 		`nodeConfigs.pool2.serverLabels["hcloud/node-group"]`,
 	}

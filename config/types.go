@@ -18,6 +18,18 @@ const (
 	LabelCluster = "hcloudscale/cluster"
 )
 
+// InCluster reports whether server labels place a server in the named
+// cluster. Scoping holds both ways: a named cluster owns only servers
+// labelled LabelCluster=<name>; an unnamed cluster ("") owns only servers
+// without LabelCluster, since those with it belong to a named cluster.
+func InCluster(labels map[string]string, cluster string) bool {
+	got, ok := labels[LabelCluster]
+	if cluster == "" {
+		return !ok
+	}
+	return ok && got == cluster
+}
+
 // Arch is a CPU architecture as Kubernetes names it.
 type Arch string
 

@@ -276,14 +276,16 @@ func (p *Pool) snapshot(ctx context.Context) (*servercache.Snapshot, error) {
 	return snap, nil
 }
 
-// owns reports whether a server's labels make it one of the pool's.
+// owns reports whether a server's labels make it one of the pool's. The
+// cluster label scopes both ways: without a cluster name, a server
+// labelled for a named cluster is not the pool's.
 func (p *Pool) owns(labels map[string]string) bool {
 	for k, v := range p.ownLabels {
 		if labels[k] != v {
 			return false
 		}
 	}
-	return true
+	return config.InCluster(labels, p.ownLabels[config.LabelCluster])
 }
 
 // startLocked runs fn in a background goroutine that Close waits for and,
