@@ -138,8 +138,12 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		if pc.Network == "" {
 			deps.Network = nil
 		}
+		// A firewall written once by ID and once by name is sent once:
+		// references are compared by what they resolve to.
 		for _, fw := range pc.Firewalls {
-			deps.Firewalls = append(deps.Firewalls, refs.firewalls[fw])
+			if f := refs.firewalls[fw]; !slices.ContainsFunc(deps.Firewalls, func(g *hcloud.Firewall) bool { return g.ID == f.ID }) {
+				deps.Firewalls = append(deps.Firewalls, f)
+			}
 		}
 		if pc.PlacementGroup != "" {
 			deps.PlacementGroup = refs.placementGroups[pc.PlacementGroup]

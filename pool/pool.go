@@ -149,11 +149,13 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	if (cfg.PlacementGroup != "") != (deps.PlacementGroup != nil) {
 		bad("pool %q: placement group %q and the resolved deps.PlacementGroup (set: %t) disagree", cfg.Name, cfg.PlacementGroup, deps.PlacementGroup != nil)
 	}
-	if len(cfg.Firewalls) != len(deps.Firewalls) {
-		bad("pool %q: %d firewalls configured, %d resolved", cfg.Name, len(cfg.Firewalls), len(deps.Firewalls))
+	// Fewer resolved than configured is a reference written twice (by ID
+	// and by name), resolved to one object.
+	if n, m := len(cfg.Firewalls), len(deps.Firewalls); m > n || (n > 0 && m == 0) {
+		bad("pool %q: %d firewalls configured, %d resolved", cfg.Name, n, m)
 	}
-	if len(cfg.SSHKeys) != len(deps.SSHKeys) {
-		bad("pool %q: %d SSH keys configured, %d resolved", cfg.Name, len(cfg.SSHKeys), len(deps.SSHKeys))
+	if n, m := len(cfg.SSHKeys), len(deps.SSHKeys); m > n || (n > 0 && m == 0) {
+		bad("pool %q: %d SSH keys configured, %d resolved", cfg.Name, n, m)
 	}
 	if o.createConcurrency < 1 {
 		bad("pool %q: create concurrency %d must be at least 1", cfg.Name, o.createConcurrency)
