@@ -280,6 +280,10 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 			}
 			c.warnings = append(c.warnings, w)
 		}
+		if slices.Contains(p.InheritedImages, t.Arch) {
+			c.warnings = append(c.warnings, fmt.Sprintf("%s: the pool's imagesForArch has no %s entry: its servers boot %q from the global imagesForArch, where upstream let the pool's object replace the global one and booted the newest %s snapshot; add %s to the pool's imagesForArch to choose",
+				path, t.Arch, p.Images.ForArch(t.Arch), t.Arch, t.Arch))
+		}
 		img, err := c.images.ResolvePool(ctx, p, t.Arch)
 		switch {
 		case err != nil:

@@ -170,3 +170,22 @@ func TestNewWarnsAboutPlacementGroupRoom(t *testing.T) {
 		}
 	}
 }
+
+// A pool whose own imagesForArch leaves out its server type's
+// architecture boots the global entry's image, where upstream booted the
+// newest snapshot: New says so for that pool only.
+func TestNewWarnsAboutInheritedImage(t *testing.T) {
+	p := newProject(t)
+	cc := healthyClusterConfig()
+	nodeConfig(cc, "arm")["imagesForArch"] = map[string]string{"amd64": "ubuntu-24.04"}     // cax11: arm64
+	nodeConfig(cc, "workers")["imagesForArch"] = map[string]string{"amd64": "ubuntu-24.04"} // cpx21: amd64
+	c := newCluster(t, p.load(t, cc, nil, healthyNodes))
+	got := strings.Join(c.Warnings(), "\n")
+	want := `--nodes[1] (arm): the pool's imagesForArch has no arm64 entry: its servers boot "ubuntu-24.04" from the global imagesForArch, where upstream let the pool's object replace the global one and booted the newest arm64 snapshot`
+	if !strings.Contains(got, want) {
+		t.Errorf("Warnings() = %q; want one containing %q", c.Warnings(), want)
+	}
+	if strings.Contains(got, "(workers): the pool's imagesForArch") {
+		t.Errorf("Warnings() = %q; want none for workers, whose amd64 servers have their own entry", c.Warnings())
+	}
+}

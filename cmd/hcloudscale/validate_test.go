@@ -119,7 +119,7 @@ func TestValidateProblems(t *testing.T) {
 				"cloudInit": "#cloud-config\n", "taints:": [], "taints": [{"key": "a", "value": "b", "effect": "NoSchedul"}]}}}`)},
 			nodes: []string{"--nodes=0:10:cpx31:fsn1:workers"},
 			want: []problem{
-				{`nodeConfigs.workers["taints:"]`, `unknown key, did you mean "taints" (keys are case-sensitive)`},
+				{`nodeConfigs.workers["taints:"]`, `unknown key, did you mean "taints"`},
 				{"nodeConfigs.workers.taints[0].effect", `"NoSchedul" is not one of NoSchedule, PreferNoSchedule, NoExecute`},
 			},
 		},
