@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -272,5 +273,38 @@ func TestValidateUsage(t *testing.T) {
 					c.args, r.code, r.stdout, r.stderr, c.wantCode, c.wantStdout, c.wantStderr)
 			}
 		})
+	}
+}
+
+// The request cost validate --help states: a fixed part for the
+// configuration and one listing page per 50 of the cluster's servers.
+func TestValidateOnlineCost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		servers, max int
+	}{{0, 13}, {1000, 13 + 20}} {
+		p := newFakeProject(t)
+		for i := range c.servers {
+			if _, err := p.api.AddServer(hcloudtest.ServerInfo{Name: "workers-" + strconv.Itoa(i),
+				Labels: map[string]string{config.LabelNodeGroup: "workers", config.LabelCluster: "prod"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.api.ResetCounts()
+		r := runCmd(t, runValidate, p.env(t, nil), append([]string{"--online"}, exampleNodes...)...)
+		if r.code != exitOK {
+			t.Fatalf("validate --online = %d; stdout:\n%s", r.code, r.stdout)
+		}
+		n := 0
+		for _, k := range p.api.Counts() {
+			n += k
+		}
+		t.Logf("validate --online with %d servers: %d requests", c.servers, n)
+		if n > c.max {
+			t.Errorf("validate --online with %d servers made %d requests; the help promises about %d", c.servers, n, c.max)
+		}
+		if w := p.api.Count("POST /servers") + p.api.Count("DELETE /servers/{id}"); w != 0 {
+			t.Errorf("validate --online wrote %d times", w)
+		}
 	}
 }
