@@ -54,8 +54,10 @@ type Cluster struct {
 // its subnets, each firewall, SSH key and placement group, each pool's server
 // type (it must exist and be available in the pool's location) and the image
 // for its architecture. All problems are reported together, each naming the
-// setting it concerns. Deprecated server types and images are warnings
-// ([Cluster.Warnings]), not errors.
+// setting it concerns. Deprecated server types and images, a server type
+// sold out in its location (its pool starts with the offering marked
+// unavailable, as after a capacity error) and a placement group short of
+// room are warnings ([Cluster.Warnings], also logged), not errors.
 //
 // New makes about one request per reference plus one server listing and one
 // server-type listing. Close the Cluster to stop its background work.
@@ -106,7 +108,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 	)
 	c.presence = newPresenceCache(&c.client.Server, o.clock)
 
-	refs, err := c.check(ctx)
+	refs, soldOut, err := c.check(ctx)
 	if err != nil {
 		c.closeCaches()
 		c.unregister()
@@ -119,6 +121,12 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		pool.WithWaiterMetrics(m),
 	)
 	offerings := pool.NewOfferings(o.clock, m)
+	for _, p := range soldOut {
+		offerings.MarkUnavailable(pool.UnavailableError{
+			ServerType: p.ServerType, Location: p.Location, Code: pool.CodeServerTypeUnavailable,
+			Message: fmt.Sprintf("server type %s is not available in location %s", p.ServerType, p.Location),
+		}, pool.DefaultUnavailableTTL)
+	}
 	for i := range cfg.Pools {
 		pc := cfg.Pools[i]
 		deps := pool.Deps{
@@ -133,8 +141,12 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		if pc.Network == "" {
 			deps.Network = nil
 		}
+		// A firewall written once by ID and once by name is sent once:
+		// references are compared by what they resolve to.
 		for _, fw := range pc.Firewalls {
-			deps.Firewalls = append(deps.Firewalls, refs.firewalls[fw])
+			if f := refs.firewalls[fw]; !slices.ContainsFunc(deps.Firewalls, func(g *hcloud.Firewall) bool { return g.ID == f.ID }) {
+				deps.Firewalls = append(deps.Firewalls, f)
+			}
 		}
 		if pc.PlacementGroup != "" {
 			deps.PlacementGroup = refs.placementGroups[pc.PlacementGroup]
@@ -218,25 +230,30 @@ func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 }
 
 // check resolves the references and verifies server types, images and
-// placement-group room, reporting every problem at once.
-func (c *Cluster) check(ctx context.Context) (*references, error) {
+// placement-group room, reporting every problem at once. A shortage is not
+// a problem of the configuration: a pool whose server type the catalogue
+// marks unavailable in its location is returned in soldOut, to start with
+// its offering marked unavailable, and named in a warning; so is a
+// placement group without room for the pools' max sizes. Both are capacity
+// errors at runtime as well.
+func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*config.Pool, err error) {
 	var errs []error
-	refs, err := resolveReferences(ctx, newReferenceAPI(c.client), c.cfg)
+	refs, err = resolveReferences(ctx, newReferenceAPI(c.client), c.cfg)
 	if err != nil {
 		errs = append(errs, err)
 	}
 
 	types, err := c.types.All(ctx)
 	if err != nil {
-		return nil, errors.Join(append(errs, fmt.Errorf("listing server types: %w", err))...)
+		return nil, nil, errors.Join(append(errs, fmt.Errorf("listing server types: %w", err))...)
 	}
 	byName := make(map[string]*servercache.ServerType, len(types))
 	for _, t := range types {
 		byName[t.Name] = t
 	}
 	// offer problems are errors unless the caller asked for them as
-	// warnings: a sold-out type or a missing image stops scale-ups of that
-	// pool, not the inspection of the others.
+	// warnings: a server type that does not exist or a missing image stops
+	// scale-ups of that pool, not the inspection of the others.
 	offer := func(err error) {
 		if c.lenient {
 			c.warnings = append(c.warnings, err.Error())
@@ -246,7 +263,7 @@ func (c *Cluster) check(ctx context.Context) (*references, error) {
 	}
 	for i := range c.cfg.Pools {
 		p := &c.cfg.Pools[i]
-		path := fmt.Sprintf("--nodes %s", p.Name)
+		path := config.PoolSetting(i, p.Name)
 		t := byName[p.ServerType]
 		if t == nil {
 			offer(fieldErr(path, "server type %q does not exist", p.ServerType))
@@ -258,13 +275,18 @@ func (c *Cluster) check(ctx context.Context) (*references, error) {
 			offer(fieldErr(path, "server type %q is not offered in location %q", p.ServerType, p.Location))
 			continue
 		case !loc.Available:
-			offer(fieldErr(path, "server type %q is not available in location %q", p.ServerType, p.Location))
+			soldOut = append(soldOut, p)
+			c.warnings = append(c.warnings, fmt.Sprintf("%s: server type %q is not available in location %q (sold out); scale-ups of the pool fail at once until the catalogue offers it again", path, p.ServerType, p.Location))
 		case loc.Deprecated:
 			w := fmt.Sprintf("%s: server type %q is deprecated in location %q", path, p.ServerType, p.Location)
 			if !loc.UnavailableAfter.IsZero() {
 				w += fmt.Sprintf(" and can be ordered until %s", loc.UnavailableAfter.UTC().Format(time.DateOnly))
 			}
 			c.warnings = append(c.warnings, w)
+		}
+		if slices.Contains(p.InheritedImages, t.Arch) {
+			c.warnings = append(c.warnings, fmt.Sprintf("%s: the pool's imagesForArch has no %s entry: its servers boot %q from the global imagesForArch, where upstream let the pool's object replace the global one and booted the newest %s snapshot; add %s to the pool's imagesForArch to choose",
+				path, t.Arch, p.Images.ForArch(t.Arch), t.Arch, t.Arch))
 		}
 		img, err := c.images.ResolvePool(ctx, p, t.Arch)
 		switch {
@@ -279,17 +301,19 @@ func (c *Cluster) check(ctx context.Context) (*references, error) {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listing servers: %w", err))
 	} else if refs != nil {
-		errs = append(errs, checkPlacementRoom(c.cfg, refs, func(id int64) string {
+		for _, w := range checkPlacementRoom(c.cfg, refs, func(id int64) string {
 			if s := snap.ByID(id); s != nil {
 				return s.Pool
 			}
 			return ""
-		})...)
+		}) {
+			c.warnings = append(c.warnings, w.Error())
+		}
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
-	return refs, nil
+	return refs, soldOut, nil
 }
 
 // Config returns the configuration the Cluster was built from. Do not
@@ -301,7 +325,9 @@ func (c *Cluster) Config() *config.Config { return c.cfg }
 func (c *Cluster) Client() *hcloud.Client { return c.client }
 
 // Warnings returns what New found worth a warning: ignored configuration
-// sources, unused nodeConfigs entries, deprecated server types and images.
+// sources, unused nodeConfigs entries, behaviour that differs from the
+// upstream provider for the same input, deprecated server types and
+// images, sold-out server types and placement groups short of room.
 func (c *Cluster) Warnings() []string { return slices.Clone(c.warnings) }
 
 // Pools returns the pools in the order of the configuration.
@@ -359,7 +385,9 @@ func (c *Cluster) ServerTypes(ctx context.Context) ([]*servercache.ServerType, e
 
 // HasServer reports whether the server behind a provider ID exists, for the
 // autoscaler's HasInstance. Servers of the cluster's pools are answered from
-// the listing; other hcloud:// IDs with one cached lookup. Provider IDs of
+// the listing; other hcloud:// IDs (including servers of other clusters,
+// which exist but are no pool's: see [Cluster.PoolForNode]) with one
+// cached lookup. Provider IDs of
 // other schemes give ErrNotHCloud.
 func (c *Cluster) HasServer(ctx context.Context, providerID string) (bool, error) {
 	id, ok := servercache.ParseProviderID(providerID)

@@ -31,13 +31,23 @@
 //
 // Before the first scale-up, [New] looks up every reference once: the
 // network and that each subnet range is one of its subnets, each firewall,
-// SSH key and placement group (and that the pools sharing a placement group
-// fit into its ten places), that each pool's server type exists and is
-// available in the pool's location, and that an image exists for the type's
+// SSH key and placement group, that each pool's server type exists and is
+// offered in the pool's location, and that an image exists for the type's
 // architecture. Everything wrong is reported together. [WithLenientChecks]
 // turns the server-type and image checks into warnings
 // ([Cluster.Warnings]), for tools that inspect or clean up a cluster whose
 // offer has changed.
+//
+// A shortage is not a configuration error and never stops New: a server
+// type that is sold out in its location (the catalogue marks it
+// unavailable) gives a warning naming the pool, and the pool starts with
+// its offering marked unavailable, exactly as after a capacity error at
+// runtime: IncreaseSize fails at once with [pool.ErrOfferingUnavailable],
+// the hcloudscale_unavailable_offerings metric and [pool.Status] show it,
+// and once the mark expires the next scale-up reads the catalogue again.
+// A placement group with less room than the summed max sizes of its pools
+// (other servers sit in it) is likewise a warning; a full group is a
+// capacity error at runtime. The other pools scale as usual.
 //
 // # Requests and the API budget
 //

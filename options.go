@@ -188,8 +188,9 @@ func WithRateLimitReserve(n int) Option {
 }
 
 // WithLenientChecks makes New report a pool's server type that does not
-// exist or cannot be ordered in its location, and a missing image, as
-// warnings instead of errors, so that tools can inspect and clean up a
+// exist or is not offered in its location, and a missing image, as
+// warnings instead of errors (a sold-out type and a placement group short
+// of room are warnings in any case), so that tools can inspect and clean up a
 // cluster whose offer has changed. Scale-ups of such a pool fail, with the
 // error classified as usual. Missing references (network, firewalls, SSH
 // keys, placement groups, subnets) stay errors: servers must never be

@@ -44,6 +44,8 @@ func newReferenceAPI(c *hcloud.Client) referenceAPI {
 }
 
 // references holds every object the configuration names, looked up once.
+// Lists hold each object once, by ID, however often and in whatever form
+// (ID or name) the configuration names it.
 type references struct {
 	network         *hcloud.Network
 	firewalls       map[string]*hcloud.Firewall // by the string the config uses
@@ -82,6 +84,8 @@ func resolveReferences(ctx context.Context, api referenceAPI, cfg *config.Config
 			errs = append(errs, fieldErr(fmt.Sprintf("HCLOUD_SSH_KEY[%d]", i), "looking up SSH key %q: %w", key, err))
 		case k == nil:
 			errs = append(errs, fieldErr(fmt.Sprintf("HCLOUD_SSH_KEY[%d]", i), "SSH key %q does not exist", key))
+		case slices.ContainsFunc(refs.sshKeys, func(o *hcloud.SSHKey) bool { return o.ID == k.ID }):
+			// The same key by ID and by name: sent once.
 		default:
 			refs.sshKeys = append(refs.sshKeys, k)
 		}

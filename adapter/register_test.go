@@ -52,7 +52,7 @@ func TestNewErrors(t *testing.T) {
 			[]string{"HCLOUD_TOKEN"}},
 		{"bad --nodes spec", testEnv(t, fake, nil),
 			cloudprovider.NodeGroupDiscoveryOptions{NodeGroupSpecs: []string{"0:5:cpx21:fsn1:workers", "1:x:cx23:nbg1:batch"}},
-			[]string{"--nodes[1]"}},
+			[]string{"--nodes[1] (batch)"}},
 		{"no --nodes", testEnv(t, fake, nil), cloudprovider.NodeGroupDiscoveryOptions{},
 			[]string{"--nodes"}},
 		{"auto-discovery", testEnv(t, fake, nil),

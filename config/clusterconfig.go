@@ -45,9 +45,11 @@ type NodeConfig struct {
 // key, a duplicate key or a malformed value is an error naming its JSON
 // path, and all of them are returned at once, joined.
 //
-// Keys are case-sensitive, unlike upstream's encoding/json decoding; a key
-// that differs from a known one only in case or by a typo is reported with
-// the key it probably means. Upstream's internal isUsingNewFormat and
+// A key that differs from a known one only in case is taken for it with a
+// warning naming the canonical spelling (upstream decoded with
+// encoding/json, which ignores case); two keys of one object that differ
+// only in case are an error. A key that is unknown, such as a typo, is an
+// error reported with the key it probably means. Upstream's internal isUsingNewFormat and
 // legacyConfig keys, which upstream decoded and then ignored, are ignored
 // with a warning.
 func ParseClusterConfig(data []byte) (*ClusterConfig, error) {

@@ -39,7 +39,7 @@ func TestParseClusterConfigErrors(t *testing.T) {
 		{"unknown top-level key", `{"nodeConfig": {}}`, []problem{{"nodeConfig", `unknown key, did you mean "nodeConfigs"`}}},
 		{"unknown key without a near match", `{"foo": 1}`, []problem{{"foo", "unknown key, want one of clusterName, defaultSubnetIPRange"}}},
 		{"typo with colon, the upstream issue", `{"nodeConfigs": {"p": {"taints:": []}}}`, []problem{{`nodeConfigs.p["taints:"]`, `did you mean "taints"`}}},
-		{"case variant is rejected with a hint", `{"nodeConfigs": {"p": {"Taints": []}}}`, []problem{{"nodeConfigs.p.Taints", `did you mean "taints" (keys are case-sensitive)`}}},
+		{"two keys differing only in case", `{"nodeConfigs": {"p": {"taints": [], "Taints": []}}}`, []problem{{"nodeConfigs.p.Taints", `"taints" and "Taints" differ only in case and both mean "taints"; write it once`}}},
 		{"duplicate key", `{"clusterName": "a", "clusterName": "b"}`, []problem{{"clusterName", "duplicate key"}}},
 		{"wrong type", `{"nodeConfigs": {"p": {"labels": ["a"]}}}`, []problem{{"nodeConfigs.p.labels", "want an object, got an array"}}},
 		{"null pool entry", `{"nodeConfigs": {"p": null}}`, []problem{{"nodeConfigs.p", "want an object, got null"}}},

@@ -14,7 +14,7 @@ import (
 
 // The cluster config is decoded level by level instead of with
 // json.Decoder.DisallowUnknownFields, which names neither the path nor the
-// key's position, and matches keys case-insensitively.
+// key's position, and matches keys case-insensitively without a word.
 
 // jsonKind names the JSON type of raw for error messages.
 func jsonKind(raw json.RawMessage) string {
@@ -105,27 +105,64 @@ func (p *problems) members(path string, raw json.RawMessage, fn func(key string,
 // fields decodes a JSON object with a fixed set of keys: each known key's
 // value goes to its handler (null counts as absent), an unknown key is an
 // error that suggests the closest known key.
+//
+// A key that matches exactly one known key except for case is taken for
+// it, with a warning naming the canonical spelling: upstream decoded with
+// encoding/json, which matches keys case-insensitively, so "NodeConfigs"
+// worked there. Two keys of one object that name the same known key
+// ("taints" and "Taints") are an error, since upstream silently used one
+// of them.
 func (p *problems) fields(path string, raw json.RawMessage, handlers map[string]func(path string, raw json.RawMessage)) {
 	known := make([]string, 0, len(handlers))
 	for k := range handlers {
 		known = append(known, k)
 	}
 	sort.Strings(known)
+	spelt := map[string]string{} // canonical key -> the key as written
 	p.members(path, raw, func(key string, value json.RawMessage) {
 		h, ok := handlers[key]
+		canonical := key
+		if !ok {
+			if c := foldMatch(key, known); c != "" {
+				h, ok, canonical = handlers[c], true, c
+			}
+		}
 		if !ok {
 			if s := suggest(key, known); s != "" {
-				p.addf(childPath(path, key), "unknown key, did you mean %q (keys are case-sensitive)", s)
+				p.addf(childPath(path, key), "unknown key, did you mean %q", s)
 			} else {
 				p.addf(childPath(path, key), "unknown key, want one of %s", strings.Join(known, ", "))
 			}
 			return
+		}
+		if first, dup := spelt[canonical]; dup {
+			p.addf(childPath(path, key), "%q and %q differ only in case and both mean %q; write it once", first, key, canonical)
+			return
+		}
+		spelt[canonical] = key
+		if key != canonical {
+			p.warnf(childPath(path, key), "key matched %q ignoring case, as upstream did; write %q", canonical, canonical)
 		}
 		if isNull(value) {
 			return
 		}
 		h(childPath(path, key), value)
 	})
+}
+
+// foldMatch returns the one known key that equals key ignoring case, or ""
+// when none or more than one does.
+func foldMatch(key string, known []string) string {
+	match := ""
+	for _, k := range known {
+		if strings.EqualFold(k, key) {
+			if match != "" {
+				return ""
+			}
+			match = k
+		}
+	}
+	return match
 }
 
 func (p *problems) str(path string, raw json.RawMessage) (string, bool) {
@@ -212,7 +249,12 @@ func checkSyntax(data []byte) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		line, col := position(data, se.Offset)
-		return fmt.Errorf("invalid JSON at line %d, column %d: %s", line, col, se.Error())
+		hint := ""
+		if strings.Contains(se.Error(), "invalid character '/'") {
+			// The upstream README's example carries // comments.
+			hint = " (JSON has no comments: remove the // ones, as in the upstream README's example)"
+		}
+		return fmt.Errorf("invalid JSON at line %d, column %d: %s%s", line, col, se.Error(), hint)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return errors.New("invalid JSON: unexpected end of input")

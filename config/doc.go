@@ -25,7 +25,11 @@
 //     they must hold the same token.
 //   - HCLOUD_ENDPOINT: the API base URL, default [DefaultEndpoint]. It must use
 //     https, except that http is allowed for loopback hosts (127.0.0.0/8, ::1,
-//     localhost), where a local fake API runs. A trailing "/" is dropped.
+//     localhost), where a local fake API runs, and for any host with
+//     HCLOUD_ENDPOINT_INSECURE=true (an in-cluster API proxy; a warning says
+//     that the token travels in clear). A trailing "/" is dropped.
+//   - HCLOUD_ENDPOINT_INSECURE (new): true allows an http HCLOUD_ENDPOINT
+//     on any host ([Config.EndpointInsecure]). Upstream accepted any URL.
 //   - HCLOUD_CLUSTER_CONFIG: the cluster config, base64-encoded JSON (standard
 //     alphabet; line breaks ignored).
 //   - HCLOUD_CLUSTER_CONFIG_FILE: a file holding the cluster config as plain
@@ -34,7 +38,11 @@
 //   - HCLOUD_IMAGE: the image spec used when the cluster config names none,
 //     default [DefaultImage] (ubuntu-24.04; upstream's ubuntu-20.04 is out of
 //     standard support). Unlike upstream it is the final fallback in the JSON
-//     format too, as upstream's README claims.
+//     format too, as upstream's README claims. Where this makes servers boot
+//     another image than upstream would have (upstream sent an empty name in
+//     the JSON format for an architecture without imagesForArch, and so
+//     booted the newest snapshot; ubuntu-20.04 in the legacy format), a
+//     warning names the pools and the image.
 //   - HCLOUD_NETWORK: ID or name of the private network servers join.
 //   - HCLOUD_FIREWALL: IDs or names of firewalls for every server,
 //     comma-separated (upstream: one); entries are trimmed, empty ones
@@ -47,8 +55,9 @@
 //   - HCLOUD_SERVER_CREATION_TIMEOUT: how long creating one server may take:
 //     whole minutes as upstream ("10"), or a Go duration ("90s"); it must be
 //     positive and at most 24 hours. Default [DefaultCreationTimeout]
-//     (5 minutes). Upstream silently used 5 minutes for values
-//     it could not parse; here they are errors.
+//     (5 minutes). 0 means the default, with a warning, as upstream.
+//     Upstream silently used 5 minutes for values it could not parse;
+//     here they are errors.
 //   - HCLOUD_CLUSTER_NAME (new): the cluster name, as the JSON clusterName,
 //     so that the legacy format can use it too. When both are set they must
 //     be equal.
@@ -68,7 +77,7 @@
 // [ParseNodeSpec] with upstream's semantics: the value is split into at most
 // five fields (a colon belongs to the name), sizes are decimal integers, the
 // server type and location are lower-cased, the name is kept as written.
-// Added checks: 0 <= min <= max and max >= 1; the name consists of
+// Added checks: 0 <= min <= max (0:0 parks a pool, with a warning); the name consists of
 // lower-case letters, digits and '-', starts and ends with a letter or
 // digit, and has at most [MaxPoolNameLength] (46) characters, so that
 // "<name>-<16 hex digits>" is a valid hostname and node name; a name may be
@@ -77,11 +86,15 @@
 //
 // # Cluster-config JSON
 //
-// [ParseClusterConfig] reads the document. Keys are case-sensitive and must
-// be written as below; upstream matched them case-insensitively and
-// ignored unknown ones, so that a typo such as "taints:" silently did
-// nothing. Here an unknown or duplicate key is an error naming its path,
-// with the key it probably means ("did you mean \"taints\""). A null value
+// [ParseClusterConfig] reads the document. Keys should be written as below;
+// as upstream, a key that differs from a known one only in case
+// ("NodeConfigs", "CloudInit") is taken for it, here with a warning naming
+// the canonical spelling, and two keys of one object that differ only in
+// case are an error. Upstream ignored unknown keys, so that a typo such as
+// "taints:" silently did nothing. Here an unknown or duplicate key is an
+// error naming its path, with the key it probably means ("did you mean
+// \"taints\""). Pool names (the keys of nodeConfigs) and label keys are
+// case-sensitive, as upstream. A null value
 // counts as absent. Upstream's internal keys isUsingNewFormat and
 // legacyConfig, which upstream decoded and ignored, are ignored with a
 // warning.
@@ -111,6 +124,8 @@
 //
 //   - clusterName (new): scopes the servers of this cluster with the server
 //     label [LabelCluster], so that two clusters can share a Hetzner project.
+//     Scoping holds both ways ([InCluster]): without a cluster name, servers
+//     labelled for a named cluster are not this cluster's.
 //     A valid Hetzner label value; "" is unset.
 //   - imagesForArch: image spec per architecture (amd64, arm64). A spec is an
 //     image ID, an image name, or a label selector for snapshots;

@@ -30,6 +30,9 @@ const (
 	EnvPublicIPv6            = "HCLOUD_PUBLIC_IPV6"
 	EnvServerCreationTimeout = "HCLOUD_SERVER_CREATION_TIMEOUT"
 	EnvClusterName           = "HCLOUD_CLUSTER_NAME"
+	// EnvEndpointInsecure=true allows an http:// HCLOUD_ENDPOINT on a host
+	// that is not loopback. Upstream accepted any URL.
+	EnvEndpointInsecure = "HCLOUD_ENDPOINT_INSECURE"
 )
 
 // Env is where Load reads the environment and files from.
@@ -101,10 +104,14 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 	}
 
 	cfg.Token = p.token(env)
+	cfg.EndpointInsecure = p.boolVar(env, EnvEndpointInsecure, false)
 	if v := env.get(EnvEndpoint); v != "" {
-		u, err := ParseEndpoint(v)
+		u, err := parseEndpoint(v, cfg.EndpointInsecure)
 		p.add(EnvEndpoint, err)
 		cfg.Endpoint = u
+		if err == nil && cfg.EndpointInsecure && strings.HasPrefix(u, "http:") && !isLoopback(hostOf(u)) {
+			p.warnf(EnvEndpoint, "%s uses http and %s=true: the API token travels in clear to %s; use it only inside a trusted network", u, EnvEndpointInsecure, hostOf(u))
+		}
 	}
 	if v := env.get(EnvNetwork); v != "" {
 		p.add(EnvNetwork, checkReference(v))
@@ -118,9 +125,14 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 		p.addf(EnvPublicIPv4+", "+EnvPublicIPv6, "both false and %s is unset: servers would have no network at all", EnvNetwork)
 	}
 	if v := env.get(EnvServerCreationTimeout); v != "" {
-		d, err := ParseCreationTimeout(v)
-		p.add(EnvServerCreationTimeout, err)
-		cfg.CreationTimeout = d
+		if n, err := strconv.Atoi(v); err == nil && n == 0 {
+			// Upstream's meaning of 0; a negative value stays an error.
+			p.warnf(EnvServerCreationTimeout, "0 means the default, %v, as upstream", DefaultCreationTimeout)
+		} else {
+			d, err := ParseCreationTimeout(v)
+			p.add(EnvServerCreationTimeout, err)
+			cfg.CreationTimeout = d
+		}
 	}
 	if v := env.get(EnvImage); v != "" {
 		p.add(EnvImage, CheckImageSpec(ImageSpec(v)))
@@ -148,6 +160,7 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 		cfg.DefaultSubnetIPRange = cc.DefaultSubnetIPRange
 	}
 	cfg.Pools = p.pools(cfg, cc, legacyCloudInit, specs)
+	p.upstreamImages(cfg, cc, env.get(EnvImage) != "")
 
 	if len(p.errs) > 0 {
 		return nil, p.err()
@@ -202,6 +215,20 @@ func (p *problems) token(env Env) Secret {
 // (a local fake API); no user info, query or fragment. A trailing "/" is
 // removed.
 func ParseEndpoint(s string) (string, error) {
+	return parseEndpoint(s, false)
+}
+
+// hostOf returns the host name of a URL that parsed before.
+func hostOf(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}
+
+// parseEndpoint is ParseEndpoint; insecure also allows http for any host.
+func parseEndpoint(s string, insecure bool) (string, error) {
 	u, err := url.Parse(s)
 	if err != nil {
 		return "", fmt.Errorf("%q is not a URL", s)
@@ -215,8 +242,8 @@ func ParseEndpoint(s string) (string, error) {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !isLoopback(u.Hostname()) {
-			return "", fmt.Errorf("%q uses http: the token would travel unencrypted; use https (http is allowed for loopback hosts only)", s)
+		if !insecure && !isLoopback(u.Hostname()) {
+			return "", fmt.Errorf("%q uses http: the token would travel unencrypted; use https, or set %s=true if this endpoint is a proxy inside a trusted network", s, EnvEndpointInsecure)
 		}
 	default:
 		return "", fmt.Errorf("%q: scheme must be https", s)
@@ -306,7 +333,7 @@ func (p *problems) nodeSpecs(values []string) []NodeSpec {
 	var specs []NodeSpec
 	first := map[string]int{}
 	for i, v := range values {
-		path := indexPath("--nodes", i)
+		path := nodeSpecPath(i, v)
 		spec, err := ParseNodeSpec(v)
 		if err != nil {
 			p.add(path, err)
@@ -317,9 +344,32 @@ func (p *problems) nodeSpecs(values []string) []NodeSpec {
 			continue
 		}
 		first[spec.Name] = i
+		if spec.MaxSize == 0 {
+			p.warnf(path, "max size 0: the pool is parked and never scaled up")
+		}
 		specs = append(specs, spec)
 	}
 	return specs
+}
+
+// nodeSpecPath names the i-th --nodes value and, when it has one, the pool
+// it names.
+func nodeSpecPath(i int, value string) string {
+	if f := strings.SplitN(value, ":", 5); len(f) == 5 {
+		return PoolSetting(i, f[4])
+	}
+	return PoolSetting(i, "")
+}
+
+// PoolSetting names the setting of the i-th pool, named name, as the
+// --nodes flag that configures it: "--nodes[3] (workers)", so that a
+// problem is found among many pools; "--nodes[3]" without a name.
+func PoolSetting(i int, name string) string {
+	path := indexPath("--nodes", i)
+	if name != "" {
+		path += " (" + name + ")"
+	}
+	return path
 }
 
 // source picks the configuration source with upstream's precedence. It

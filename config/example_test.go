@@ -22,6 +22,7 @@ func ExampleParseNodeSpec() {
 func ExampleLoad() {
 	clusterConfig := `{
 	  "clusterName": "prod",
+	  "imagesForArch": {"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04"},
 	  "nodeConfigs": {
 	    "workers": {
 	      "cloudInit": "#cloud-config\nruncmd: [kubeadm join --token abc.def]",
@@ -60,7 +61,7 @@ func ExampleLoad() {
 	// cloud-init: [redacted]
 	// HCLOUD_TOKEN: required (or HCLOUD_TOKEN_FILE)
 	// HCLOUD_PUBLIC_IPV4: "yes" is not a boolean (true, false, 1, 0, ...)
-	// nodeConfigs.workers["taints:"]: unknown key, did you mean "taints" (keys are case-sensitive)
+	// nodeConfigs.workers["taints:"]: unknown key, did you mean "taints"
 }
 
 // The image of a pool is chosen per architecture: the pool's imagesForArch,

@@ -25,7 +25,7 @@ func FuzzParseNodeSpec(f *testing.F) {
 			}
 			return
 		}
-		if spec.MinSize < 0 || spec.MaxSize < 1 || spec.MinSize > spec.MaxSize {
+		if spec.MinSize < 0 || spec.MaxSize < 0 || spec.MinSize > spec.MaxSize {
 			t.Errorf("ParseNodeSpec(%q) accepted sizes %d..%d", s, spec.MinSize, spec.MaxSize)
 		}
 		if CheckPoolName(spec.Name) != nil || len(spec.Name) > MaxPoolNameLength {

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +52,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "public IPv4 not a boolean", env: map[string]string{EnvPublicIPv4: "yes"}, want: []problem{{EnvPublicIPv4, `"yes" is not a boolean`}}},
 		{name: "public IPv6 not a boolean", env: map[string]string{EnvPublicIPv6: "enabled"}, want: []problem{{EnvPublicIPv6, `"enabled" is not a boolean`}}},
 		{name: "no public address and no network", env: map[string]string{EnvPublicIPv4: "false", EnvPublicIPv6: "0"}, want: []problem{{EnvPublicIPv4 + ", " + EnvPublicIPv6, "no network at all"}}},
-		{name: "timeout zero minutes", env: map[string]string{EnvServerCreationTimeout: "0"}, want: []problem{{EnvServerCreationTimeout, "0 minutes is not positive"}}},
+		{name: "timeout negative minutes", env: map[string]string{EnvServerCreationTimeout: "-3"}, want: []problem{{EnvServerCreationTimeout, "-3 minutes is not positive"}}},
 		{name: "timeout negative minutes", env: map[string]string{EnvServerCreationTimeout: "-3"}, want: []problem{{EnvServerCreationTimeout, "not positive"}}},
 		{name: "timeout more than a day", env: map[string]string{EnvServerCreationTimeout: "1441"}, want: []problem{{EnvServerCreationTimeout, "1441 minutes is more than 24h0m0s"}}},
 		{name: "timeout duration more than a day", env: map[string]string{EnvServerCreationTimeout: "25h"}, want: []problem{{EnvServerCreationTimeout, `"25h" is more than 24h0m0s`}}},
@@ -61,8 +62,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "cluster name invalid", env: map[string]string{EnvClusterName: "a b"}, want: []problem{{EnvClusterName, "valid Hetzner label value"}}},
 		{name: "cluster name env and JSON differ", env: map[string]string{EnvClusterName: "a", EnvClusterConfig: b64(`{"clusterName": "b", "nodeConfigs": {"pool1": {}}}`)}, want: []problem{{"clusterName", `"b" differs from HCLOUD_CLUSTER_NAME="a"`}}},
 		{name: "no --nodes", specs: []string{}, want: []problem{{"--nodes", "no pools"}}},
-		{name: "bad --nodes spec", specs: []string{"1:3:cx22:fsn1:pool1", "1:x:cx22:fsn1:p2"}, want: []problem{{"--nodes[1]", `max size "x"`}}},
-		{name: "duplicate pool name", specs: []string{"1:3:cx22:fsn1:pool1", "0:1:cx32:nbg1:pool1"}, want: []problem{{"--nodes[1]", `pool name "pool1" is already used by --nodes[0]`}}},
+		{name: "bad --nodes spec", specs: []string{"1:3:cx22:fsn1:pool1", "1:x:cx22:fsn1:p2"}, want: []problem{{"--nodes[1] (p2)", `max size "x"`}}},
+		{name: "duplicate pool name", specs: []string{"1:3:cx22:fsn1:pool1", "0:1:cx32:nbg1:pool1"}, want: []problem{{"--nodes[1] (pool1)", `pool name "pool1" is already used by --nodes[0]`}}},
 		{name: "no source", env: map[string]string{EnvClusterConfig: ""}, want: []problem{{EnvClusterConfig, "none of HCLOUD_CLUSTER_CONFIG, HCLOUD_CLUSTER_CONFIG_FILE or HCLOUD_CLOUD_INIT is set"}}},
 		{name: "cluster config plain JSON", env: map[string]string{EnvClusterConfig: `{"nodeConfigs": {}}`}, want: []problem{{EnvClusterConfig, "looks like plain JSON"}}},
 		{name: "cluster config not base64", env: map[string]string{EnvClusterConfig: "%%%"}, want: []problem{{EnvClusterConfig, "not base64: illegal base64 data"}}},
@@ -128,6 +129,7 @@ func TestLoad(t *testing.T) {
 				ServerLabels: map[string]string{LabelNodeGroup: "pool1"},
 				PublicIPv4:   true, PublicIPv6: true,
 			}}
+			want.Warnings = []string{`imagesForArch: no amd64 or arm64 entry for pools pool1: their servers boot "ubuntu-24.04" from the default, where upstream sent no image name and booted the newest snapshot of the architecture; set imagesForArch to choose`}
 			if diff := cmp.Diff(&want, c, cmpopts.EquateEmpty(), cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
 				t.Errorf("Load (-want +got):\n%s", diff)
 			}
@@ -308,7 +310,10 @@ func wantSourceAndWarnings(t *testing.T, c *Config, source Source, warnings ...s
 	if c.Source != source {
 		t.Errorf("Source = %s; want %s", c.Source, source)
 	}
-	if diff := cmp.Diff(warnings, c.Warnings, cmpopts.EquateEmpty()); diff != "" {
+	// The base config has no imagesForArch, which TestUpstreamConfigurations
+	// covers; these tests are about the other warnings.
+	got := slices.DeleteFunc(slices.Clone(c.Warnings), func(w string) bool { return strings.HasPrefix(w, "imagesForArch: ") })
+	if diff := cmp.Diff(warnings, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("Warnings (-want +got):\n%s", diff)
 	}
 }
@@ -370,7 +375,7 @@ func TestLoadFiveMistakes(t *testing.T) {
 	env := map[string]string{
 		EnvToken:                 testToken,
 		EnvPublicIPv4:            "maybe",
-		EnvServerCreationTimeout: "0",
+		EnvServerCreationTimeout: "-1",
 		EnvClusterConfig: b64(`{
 		  "nodeConfigs": {
 		    "pool1": {"taints": [{"key": "dedicated", "effect": "NoSchedul"}]},
@@ -383,7 +388,7 @@ func TestLoadFiveMistakes(t *testing.T) {
 	want := []string{
 		EnvPublicIPv4,
 		EnvServerCreationTimeout,
-		"--nodes[2]",
+		"--nodes[2] (pool3)",
 		"nodeConfigs.pool1.taints[0].effect",
 		`nodeConfigs.pool2.serverLabels["hcloud/node-group"]`,
 	}

@@ -24,7 +24,7 @@ type NodeSpec struct {
 // As upstream, the value is split into at most five fields (so a colon
 // belongs to the name), sizes are decimal integers, and the server type and
 // location are lower-cased while the name is kept as written. Unlike
-// upstream, it also checks 0 <= min <= max, max >= 1, and that the name can
+// upstream, it also checks 0 <= min <= max (max 0 parks a pool), and that the name can
 // prefix a server name: lower-case letters, digits and '-', starting and
 // ending with a letter or digit, at most [MaxPoolNameLength] characters.
 // Duplicate names across specs are checked by [Load] and [Config.Validate].
@@ -78,8 +78,9 @@ func checkSizes(minSize int, minOK bool, maxSize int, maxOK bool) []error {
 		errs = append(errs, fmt.Errorf("min size %d is negative", minSize))
 		minOK = false
 	}
-	if maxOK && maxSize < 1 {
-		errs = append(errs, fmt.Errorf("max size %d is less than 1", maxSize))
+	// Max size 0 (with min size 0) parks a pool, as upstream allowed.
+	if maxOK && maxSize < 0 {
+		errs = append(errs, fmt.Errorf("max size %d is negative", maxSize))
 		maxOK = false
 	}
 	if minOK && maxOK && minSize > maxSize {

@@ -26,7 +26,7 @@ func TestParseNodeSpec(t *testing.T) {
 		{name: "min not integer", in: "a:2:cx22:fsn1:p", wantErr: []string{`min size "a" is not an integer`}},
 		{name: "max not integer", in: "1:b:cx22:fsn1:p", wantErr: []string{`max size "b" is not an integer`}},
 		{name: "negative min", in: "-1:2:cx22:fsn1:p", wantErr: []string{"min size -1 is negative"}},
-		{name: "max zero", in: "0:0:cx22:fsn1:p", wantErr: []string{"max size 0 is less than 1"}},
+		{name: "max below zero", in: "0:-2:cx22:fsn1:p", wantErr: []string{"max size -2 is negative"}},
 		{name: "min above max", in: "3:2:cx22:fsn1:p", wantErr: []string{"min size 3 is greater than max size 2"}},
 		{name: "empty type", in: "1:2::fsn1:p", wantErr: []string{"server type is empty"}},
 		{name: "empty location", in: "1:2:cx22::p", wantErr: []string{"location is empty"}},
@@ -36,7 +36,7 @@ func TestParseNodeSpec(t *testing.T) {
 		{name: "upper case in name", in: "1:2:cx22:fsn1:Pool1", wantErr: []string{`did you mean "pool1"`}},
 		{name: "name ends with dash", in: "1:2:cx22:fsn1:pool-", wantErr: []string{"must start and end with a letter or digit"}},
 		{name: "name of 47 characters too long", in: "1:2:cx22:fsn1:" + strings.Repeat("a", 47), wantErr: []string{"47 characters long, at most 46"}},
-		{name: "every problem at once", in: "x:-1::fsn1:A_", wantErr: []string{`min size "x"`, "max size -1 is less than 1", "server type is empty", `pool name "A_"`}},
+		{name: "every problem at once", in: "x:-1::fsn1:A_", wantErr: []string{`min size "x"`, "max size -1 is negative", "server type is empty", `pool name "A_"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -182,3 +182,88 @@ func (p *problems) placementGroups(pools []Pool, pathOf func(i int) string) {
 		}
 	}
 }
+
+// UpstreamDefaultImage is what the upstream provider booted in the legacy
+// format when HCLOUD_IMAGE was unset.
+const UpstreamDefaultImage ImageSpec = "ubuntu-20.04"
+
+// upstreamImages warns about every pool whose servers boot another image
+// than the upstream provider would have booted with the same input:
+//
+//   - in the JSON format upstream never read HCLOUD_IMAGE; an architecture
+//     without an imagesForArch entry got an empty image name, which booted
+//     the newest snapshot of the architecture in the project;
+//   - a pool's imagesForArch replaced the global object whole, so an
+//     architecture the pool left out was empty too (the newest snapshot),
+//     where here it falls back to the global entry: recorded in
+//     Pool.InheritedImages for hcloudscale.New, which knows whether the
+//     pool's servers have that architecture;
+//   - in the legacy format an unset HCLOUD_IMAGE meant ubuntu-20.04.
+//
+// A cloud-init written for a prepared snapshot that boots stock Ubuntu
+// never joins the cluster, so none of this may change silently.
+func (p *problems) upstreamImages(cfg *Config, cc *ClusterConfig, imageSet bool) {
+	jsonMode := cfg.Source == SourceClusterConfig || cfg.Source == SourceClusterConfigFile
+	if !jsonMode {
+		if cfg.Source == SourceLegacyCloudInit && !imageSet {
+			p.warnf(EnvImage, "unset: servers boot %s; upstream booted %s: set %s to the image you want", DefaultImage, UpstreamDefaultImage, EnvImage)
+		}
+		return
+	}
+	if cc == nil {
+		return
+	}
+	type change struct {
+		spec  ImageSpec
+		from  string
+		archs []string
+		pools []string
+	}
+	var global ImagesForArch
+	if cc.ImagesForArch != nil {
+		global = *cc.ImagesForArch
+	}
+	var changes []*change
+	for i := range cfg.Pools {
+		pool := &cfg.Pools[i]
+		nc := cc.NodeConfigs[pool.Name]
+		if nc == nil {
+			continue
+		}
+		for _, arch := range []Arch{ArchAMD64, ArchARM64} {
+			upstream, from := global.ForArch(arch), EnvImage
+			if !imageSet {
+				from = "the default"
+			}
+			if nc.ImagesForArch != nil {
+				upstream = nc.ImagesForArch.ForArch(arch)
+				if upstream == "" && global.ForArch(arch) != "" {
+					// Whether it matters depends on the pool's server
+					// type, which New looks up.
+					pool.InheritedImages = append(pool.InheritedImages, arch)
+					continue
+				}
+			}
+			ours := pool.Images.ForArch(arch)
+			if upstream != "" || ours == "" {
+				continue
+			}
+			i := slices.IndexFunc(changes, func(c *change) bool { return c.spec == ours && c.from == from })
+			if i < 0 {
+				changes = append(changes, &change{spec: ours, from: from})
+				i = len(changes) - 1
+			}
+			c := changes[i]
+			if !slices.Contains(c.archs, string(arch)) {
+				c.archs = append(c.archs, string(arch))
+			}
+			if !slices.Contains(c.pools, pool.Name) {
+				c.pools = append(c.pools, pool.Name)
+			}
+		}
+	}
+	for _, c := range changes {
+		p.warnf("imagesForArch", "no %s entry for pools %s: their servers boot %q from %s, where upstream sent no image name and booted the newest snapshot of the architecture; set imagesForArch to choose",
+			strings.Join(c.archs, " or "), strings.Join(c.pools, ", "), c.spec, c.from)
+	}
+}

@@ -18,6 +18,18 @@ const (
 	LabelCluster = "hcloudscale/cluster"
 )
 
+// InCluster reports whether server labels place a server in the named
+// cluster. Scoping holds both ways: a named cluster owns only servers
+// labelled LabelCluster=<name>; an unnamed cluster ("") owns only servers
+// without LabelCluster, since those with it belong to a named cluster.
+func InCluster(labels map[string]string, cluster string) bool {
+	got, ok := labels[LabelCluster]
+	if cluster == "" {
+		return !ok
+	}
+	return ok && got == cluster
+}
+
 // Arch is a CPU architecture as Kubernetes names it.
 type Arch string
 
@@ -78,6 +90,10 @@ type Autoscaling struct {
 type Config struct {
 	Token    Secret
 	Endpoint string // the API base URL; DefaultEndpoint when unset
+	// EndpointInsecure allows an http:// Endpoint on a host that is not
+	// loopback (HCLOUD_ENDPOINT_INSECURE), such as an in-cluster API
+	// proxy. The token then travels in clear.
+	EndpointInsecure bool
 
 	// Source is the configuration source that won; Warnings holds what the
 	// caller should print (ignored sources, unused nodeConfigs entries, ...).
@@ -116,6 +132,12 @@ type Pool struct {
 	// Images is the image spec per architecture after the precedence
 	// pool imagesForArch > global imagesForArch > HCLOUD_IMAGE.
 	Images ImagesForArch
+	// InheritedImages lists the architectures whose image comes from the
+	// global imagesForArch although the pool has an imagesForArch of its
+	// own: upstream let the pool's object replace the global one and booted
+	// the newest snapshot of such an architecture. hcloudscale.New, which
+	// knows the pool's architecture, warns about it.
+	InheritedImages []Arch
 
 	// Labels and Taints go into the scale-from-zero template.
 	Labels map[string]string

@@ -42,7 +42,7 @@ func (c *Config) Validate() error {
 		p.addf("token", "token %w", err)
 	}
 	if c.Endpoint != "" {
-		_, err := ParseEndpoint(c.Endpoint)
+		_, err := parseEndpoint(c.Endpoint, c.EndpointInsecure)
 		p.add("endpoint", err)
 	}
 	if c.ClusterName != "" {

@@ -95,6 +95,11 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 	if e := p.offerings.check(p.cfg.ServerType, p.cfg.Location, p.cfg.PlacementGroup); e != nil && p.opts.unavailableTTL > 0 {
 		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, e)
 	}
+	if p.offerings.takeRefetchTypes() {
+		// The catalogue said sold out when the mark was set; the creates
+		// these claims start must see the catalogue as it is now.
+		p.deps.Types.Invalidate()
+	}
 	snap, err := p.snapshot(ctx)
 	if err != nil {
 		return nil, err

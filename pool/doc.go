@@ -89,7 +89,13 @@
 // an error matching [ErrOfferingUnavailable], records no claim and makes
 // no API call. The autoscaler backs a group off as soon as IncreaseSize
 // returns an error, so this is the fastest fail-over to another pool.
-// Pools can share the memory with [WithOfferings].
+// Pools can share the memory with [WithOfferings]. A Cluster marks an
+// offering the catalogue shows as sold out when it starts
+// ([Offerings.MarkUnavailable]), so its pool starts and fails fast. When a
+// mark from the catalogue expires, the next IncreaseSize makes the
+// catalogue be fetched again before its creates read it (one request per
+// expiry), so a type Hetzner offers again is used at once rather than
+// after the catalogue's TTL.
 //
 // [Pool.AtomicIncreaseSize] waits for all n servers; on any failure it
 // deletes the ones created, waits for those deletes, and returns an error;

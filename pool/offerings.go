@@ -59,8 +59,13 @@ type Offerings struct {
 	clock   Clock
 	metrics *metrics.Set
 
-	mu      sync.Mutex // guards entries
+	mu      sync.Mutex // guards entries and refetchTypes
 	entries map[offeringKey]*UnavailableError
+	// refetchTypes is set when a mark that came from the server-type
+	// catalogue (CodeServerTypeUnavailable) expires: the catalogue in
+	// memory still says unavailable, so the next scale-up must fetch it
+	// again or the pool would stay sold out until the catalogue's TTL.
+	refetchTypes bool
 }
 
 // NewOfferings returns an empty registry that reads time from clock (the
@@ -73,6 +78,17 @@ func NewOfferings(clock Clock, m *metrics.Set) *Offerings {
 		m, _ = metrics.New(nil) // cannot fail without a registerer
 	}
 	return &Offerings{clock: clock, metrics: m, entries: make(map[offeringKey]*UnavailableError)}
+}
+
+// MarkUnavailable remembers an unavailable offering until now+ttl, as a
+// capacity error at runtime does; a later mark of the same key extends it.
+// A Cluster marks the offerings the catalogue shows as sold out when it
+// starts, so that their pools fail fast instead of the Cluster not
+// starting. When a mark with Code [CodeServerTypeUnavailable] expires, the
+// next scale-up of a pool that shares this registry fetches the catalogue
+// again, so the pool works as soon as Hetzner offers the type again.
+func (o *Offerings) MarkUnavailable(e UnavailableError, ttl time.Duration) *UnavailableError {
+	return o.mark(e, ttl)
 }
 
 // mark remembers an unavailable offering until now+ttl; a later mark of the
@@ -105,6 +121,16 @@ func (o *Offerings) check(serverType, location, placementGroup string) *Unavaila
 	return nil
 }
 
+// takeRefetchTypes reports, once, that a mark from the catalogue expired
+// since the last call.
+func (o *Offerings) takeRefetchTypes() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t := o.refetchTypes
+	o.refetchTypes = false
+	return t
+}
+
 // List returns the offerings currently remembered as unavailable, ordered
 // by server type, location and placement group.
 func (o *Offerings) List() []UnavailableError {
@@ -128,6 +154,9 @@ func (o *Offerings) expireLocked(now time.Time) {
 			continue
 		}
 		delete(o.entries, k)
+		if e.Code == CodeServerTypeUnavailable {
+			o.refetchTypes = true
+		}
 		still := false
 		for k2 := range o.entries {
 			if k2.serverType == k.serverType && k2.location == k.location {

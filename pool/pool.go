@@ -153,11 +153,13 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	if (cfg.PlacementGroup != "") != (deps.PlacementGroup != nil) {
 		bad("pool %q: placement group %q and the resolved deps.PlacementGroup (set: %t) disagree", cfg.Name, cfg.PlacementGroup, deps.PlacementGroup != nil)
 	}
-	if len(cfg.Firewalls) != len(deps.Firewalls) {
-		bad("pool %q: %d firewalls configured, %d resolved", cfg.Name, len(cfg.Firewalls), len(deps.Firewalls))
+	// Fewer resolved than configured is a reference written twice (by ID
+	// and by name), resolved to one object.
+	if n, m := len(cfg.Firewalls), len(deps.Firewalls); m > n || (n > 0 && m == 0) {
+		bad("pool %q: %d firewalls configured, %d resolved", cfg.Name, n, m)
 	}
-	if len(cfg.SSHKeys) != len(deps.SSHKeys) {
-		bad("pool %q: %d SSH keys configured, %d resolved", cfg.Name, len(cfg.SSHKeys), len(deps.SSHKeys))
+	if n, m := len(cfg.SSHKeys), len(deps.SSHKeys); m > n || (n > 0 && m == 0) {
+		bad("pool %q: %d SSH keys configured, %d resolved", cfg.Name, n, m)
 	}
 	if o.createConcurrency < 1 {
 		bad("pool %q: create concurrency %d must be at least 1", cfg.Name, o.createConcurrency)
@@ -281,14 +283,16 @@ func (p *Pool) snapshot(ctx context.Context) (*servercache.Snapshot, error) {
 	return snap, nil
 }
 
-// owns reports whether a server's labels make it one of the pool's.
+// owns reports whether a server's labels make it one of the pool's. The
+// cluster label scopes both ways: without a cluster name, a server
+// labelled for a named cluster is not the pool's.
 func (p *Pool) owns(labels map[string]string) bool {
 	for k, v := range p.ownLabels {
 		if labels[k] != v {
 			return false
 		}
 	}
-	return true
+	return config.InCluster(labels, p.ownLabels[config.LabelCluster])
 }
 
 // startLocked runs fn in a background goroutine that Close waits for and,

@@ -63,15 +63,19 @@ func New(client ServerLister, opts ...Option) *Cache {
 	return c
 }
 
+// selector scopes the listing to one cluster both ways: a named cluster
+// sees only servers with its label, an unnamed one only servers without
+// any cluster label (those of named clusters are not its own).
 func selector(cluster string) string {
 	if cluster == "" {
-		return config.LabelNodeGroup
+		return config.LabelNodeGroup + ",!" + config.LabelCluster
 	}
 	return config.LabelNodeGroup + "," + config.LabelCluster + "=" + cluster
 }
 
 // Selector returns the label selector of the listings: "hcloud/node-group",
-// plus ",hcloudscale/cluster=<name>" with [WithClusterName].
+// plus ",hcloudscale/cluster=<name>" with [WithClusterName], or
+// ",!hcloudscale/cluster" without.
 func (c *Cache) Selector() string {
 	return c.selector
 }
@@ -195,8 +199,8 @@ func (c *Cache) list(ctx context.Context) (fetched, error) {
 	}}, nil
 }
 
-// convert keeps the servers the selector promised: with a pool label and,
-// when scoped, our cluster label. Records share one copy of each repeated
+// convert keeps the servers the selector promised: with a pool label and
+// our cluster label, or no cluster label when the cluster has no name. Records share one copy of each repeated
 // string (pool, type, location, status) instead of one per server.
 func (c *Cache) convert(raw []*hcloud.Server) ([]*Server, int) {
 	records := make([]Server, 0, len(raw))
@@ -211,7 +215,7 @@ func (c *Cache) convert(raw []*hcloud.Server) ([]*Server, int) {
 	ignored := 0
 	for _, s := range raw {
 		if s == nil || s.Labels[config.LabelNodeGroup] == "" ||
-			(c.cluster != "" && s.Labels[config.LabelCluster] != c.cluster) {
+			!config.InCluster(s.Labels, c.cluster) {
 			ignored++
 			continue
 		}

@@ -100,11 +100,13 @@ func TestGetReturnsOnlyTheClustersPoolServers(t *testing.T) {
 			wantPools:    map[string][]int64{"workers": staging, "gpu": nil},
 		},
 		{
-			name:         "no cluster name: every pool server of the project",
+			// Servers labelled for a named cluster are not an unnamed
+			// cluster's, whatever their pool label.
+			name:         "no cluster name: pool servers without a cluster label",
 			cluster:      "",
-			wantSelector: "hcloud/node-group",
-			wantIDs:      slices.Concat(prod, prodGPU, staging, noCluster),
-			wantPools:    map[string][]int64{"workers": slices.Concat(prod, staging, noCluster), "gpu": prodGPU},
+			wantSelector: "hcloud/node-group,!hcloudscale/cluster",
+			wantIDs:      noCluster,
+			wantPools:    map[string][]int64{"workers": noCluster, "gpu": nil},
 		},
 	}
 	for _, tt := range tests {

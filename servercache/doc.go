@@ -6,10 +6,12 @@
 //
 // A [Cache] lists with one label-selected GET /servers, paged by 50:
 // config.LabelNodeGroup, plus config.LabelCluster=<name> when
-// [WithClusterName] scopes it, so servers of other clusters and other
-// tools in the same project are never fetched. Servers that lack the pool
-// label, or carry another cluster's, are dropped even if an API answers
-// with them.
+// [WithClusterName] scopes it, or !config.LabelCluster when the cluster has
+// no name (servers labelled for a named cluster are not an unnamed
+// cluster's), so servers of other clusters and other tools in the same
+// project are never fetched. Servers that lack the pool label, or carry
+// another cluster's label, are dropped even if an API answers with them
+// ([config.InCluster]).
 //
 // The listing is indexed once by server ID, by name and by pool into an
 // immutable [Snapshot]. Lookups are map reads with no allocation:

@@ -60,7 +60,8 @@ func newOptions(opts []Option) options {
 
 // WithClusterName scopes the [Cache] to the servers labelled
 // config.LabelCluster=name, so that clusters sharing a project never see
-// each other's servers. Empty means no cluster label. The name must be a
+// each other's servers. Empty means servers without a cluster label
+// (those of named clusters are excluded). The name must be a
 // valid label value, which config validates. TypeCatalog ignores it.
 func WithClusterName(name string) Option {
 	return func(o *options) { o.clusterName = name }

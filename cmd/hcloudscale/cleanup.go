@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,15 +25,21 @@ func cleanupHelp(fs *flag.FlagSet) func(io.Writer) {
 	return func(w io.Writer) {
 		fmt.Fprint(w, `Usage: hcloudscale cleanup --nodes=<min>:<max>:<type>:<location>:<pool> [--nodes=...] [--yes] [flags]
 
-Lists every server of this cluster's pools and, with --yes only, deletes them and waits
-until they are gone: the servers an autoscaler created, which "terraform destroy" does not
-know about. Without --yes it is a dry run that only lists them.
+Lists every server of this cluster's pools, grouped by pool, and, with --yes only, deletes
+exactly the servers it listed and waits until they are gone: the servers an autoscaler
+created, which "terraform destroy" does not know about. Without --yes it is a dry run that
+only lists them. --yes never widens the scope.
 
 A server belongs to the cluster by its labels, as hcloudscale creates them:
   hcloud/node-group=<pool>        for each pool given with --nodes (every pool with --all-pools)
   hcloudscale/cluster=<name>      when a cluster name is set (clusterName, HCLOUD_CLUSTER_NAME)
-Without a cluster name, servers labelled for a named cluster are left alone.
-Servers without these labels are never touched.
+Without a cluster name, servers labelled for a named cluster are left alone, but nothing
+tells this cluster's servers from those of another unnamed cluster in the project (the
+upstream provider labels no cluster): the pools given with --nodes are the scope, and
+servers of another unnamed cluster with the same pool names are in it. --all-pools without
+a cluster name would reach every autoscaled server of every unnamed cluster in the project,
+so it is refused unless --every-unnamed-cluster says that this is meant. Servers without
+these labels are never touched.
 
 It reads the same environment and --nodes flags as the autoscaler, but does not check
 the network, firewalls or other references, which may be gone already.
@@ -77,7 +84,8 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	cf := registerConfigFlags(fs)
 	output := outputFlag(fs)
 	yes := fs.Bool("yes", false, "delete the servers listed (without it, only list them)")
-	allPools := fs.Bool("all-pools", false, "include servers of pools that are no longer configured (any hcloud/node-group label; still only this cluster's)")
+	allPools := fs.Bool("all-pools", false, "include servers of pools that are no longer configured (any hcloud/node-group label; with a cluster name only this cluster's, without one needs --every-unnamed-cluster)")
+	everyUnnamed := fs.Bool("every-unnamed-cluster", false, "with --all-pools and no cluster name: accept that the scope is every autoscaled server of every unnamed cluster in the project, not only this cluster's")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the deletes")
 	if code, ok := parseFlags(fs, args, stdout, stderr, cleanupHelp(fs)); !ok {
 		return code
@@ -96,6 +104,13 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if err != nil {
 		return reportConfigError(stderr, "cleanup", "configuration", err)
 	}
+	if *allPools && cfg.ClusterName == "" && !*everyUnnamed {
+		return usageError(stderr, "cleanup", errors.New("--all-pools without a cluster name selects every autoscaled server of every unnamed cluster in the project (any hcloud/node-group label without hcloudscale/cluster), not only this cluster's; "+
+			"list this cluster's pools with --nodes instead, set the cluster name, or add --every-unnamed-cluster if that is meant"))
+	}
+	if *everyUnnamed && (!*allPools || cfg.ClusterName != "") {
+		return usageError(stderr, "cleanup", errors.New("--every-unnamed-cluster only goes with --all-pools and no cluster name"))
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -108,7 +123,12 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		fmt.Fprintf(stderr, "hcloudscale cleanup: listing servers with label selector %q: %v\n", res.Selector, err)
 		return exitFailure
 	}
-	slices.SortFunc(servers, func(a, b *hcloud.Server) int { return cmp.Compare(a.ID, b.ID) })
+	// The listing is trusted no further than the selector: a server outside
+	// the scope is never deleted, whatever an API answers.
+	servers = slices.DeleteFunc(servers, func(s *hcloud.Server) bool { return !inCleanupScope(cfg, *allPools, s.Labels) })
+	slices.SortFunc(servers, func(a, b *hcloud.Server) int {
+		return cmp.Or(cmp.Compare(a.Labels[config.LabelNodeGroup], b.Labels[config.LabelNodeGroup]), cmp.Compare(a.ID, b.ID))
+	})
 	for _, s := range servers {
 		cs := cleanupServer{
 			ID: s.ID, Name: s.Name, Pool: s.Labels[config.LabelNodeGroup], Cluster: s.Labels[config.LabelCluster],
@@ -187,14 +207,31 @@ func cleanupSelector(cfg *config.Config, allPools bool) string {
 	return sel + ",!" + config.LabelCluster
 }
 
+// inCleanupScope is the selector's rule, checked again on each server.
+func inCleanupScope(cfg *config.Config, allPools bool, labels map[string]string) bool {
+	pool := labels[config.LabelNodeGroup]
+	if pool == "" || !config.InCluster(labels, cfg.ClusterName) {
+		return false
+	}
+	return allPools || cfg.Pool(pool) != nil
+}
+
+// printCleanupList lists the servers grouped by pool (they are sorted by
+// pool), so that what a delete would reach is seen before it happens.
 func printCleanupList(w io.Writer, res *cleanupResult) {
 	fmt.Fprintf(w, "Servers with label selector %q: %d\n", res.Selector, len(res.Servers))
-	if len(res.Servers) > 0 {
-		tb := newTable(w, "  NAME", "ID", "POOL", "STATUS", "TYPE", "LOCATION", "CREATED")
-		for _, s := range res.Servers {
-			tb.row("  "+s.Name, s.ID, s.Pool, s.Status, s.ServerType, s.Location, s.Created.Format(time.RFC3339))
+	for i := 0; i < len(res.Servers); {
+		j := i
+		for j < len(res.Servers) && res.Servers[j].Pool == res.Servers[i].Pool {
+			j++
+		}
+		fmt.Fprintf(w, "Pool %s: %s\n", res.Servers[i].Pool, plural(j-i, "server"))
+		tb := newTable(w, "  NAME", "ID", "STATUS", "TYPE", "LOCATION", "CREATED")
+		for _, s := range res.Servers[i:j] {
+			tb.row("  "+s.Name, s.ID, s.Status, s.ServerType, s.Location, s.Created.Format(time.RFC3339))
 		}
 		tb.flush()
+		i = j
 	}
 	if res.DryRun && len(res.Servers) > 0 {
 		fmt.Fprintf(w, "Dry run: nothing was deleted. Run again with --yes to delete %s.\n", plural(len(res.Servers), "server"))

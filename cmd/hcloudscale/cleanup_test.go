@@ -70,21 +70,21 @@ func TestCleanup(t *testing.T) {
 			name:         "dry run by default",
 			args:         exampleNodes,
 			wantSelector: "hcloud/node-group in (workers,arm-batch,arm-batch-hel1),hcloudscale/cluster=prod",
-			wantListed:   []string{"prod-workers-1", "prod-workers-2", "prod-arm-1"},
+			wantListed:   []string{"prod-arm-1", "prod-workers-1", "prod-workers-2"},
 			wantLeft:     all,
 		},
 		{
 			name:         "yes deletes this cluster's servers of the configured pools",
 			args:         append([]string{"--yes"}, exampleNodes...),
 			wantSelector: "hcloud/node-group in (workers,arm-batch,arm-batch-hel1),hcloudscale/cluster=prod",
-			wantListed:   []string{"prod-workers-1", "prod-workers-2", "prod-arm-1"},
+			wantListed:   []string{"prod-arm-1", "prod-workers-1", "prod-workers-2"},
 			wantLeft:     without("prod-workers-1", "prod-workers-2", "prod-arm-1"),
 		},
 		{
 			name:         "all pools includes retired pools of this cluster",
 			args:         append([]string{"--yes", "--all-pools"}, exampleNodes...),
 			wantSelector: "hcloud/node-group,hcloudscale/cluster=prod",
-			wantListed:   []string{"prod-workers-1", "prod-workers-2", "prod-arm-1", "prod-retired-1"},
+			wantListed:   []string{"prod-arm-1", "prod-retired-1", "prod-workers-1", "prod-workers-2"},
 			wantLeft:     without("prod-workers-1", "prod-workers-2", "prod-arm-1", "prod-retired-1"),
 		},
 		{
@@ -127,6 +127,71 @@ func TestCleanup(t *testing.T) {
 				t.Errorf("servers left in the project (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Without a cluster name, --all-pools reaches the servers of every
+// unnamed cluster in the project: cleanup refuses it unless told that this
+// is meant, and then deletes exactly what it printed, grouped by pool,
+// never a named cluster's server.
+func TestCleanupAllPoolsOfAnUnnamedCluster(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t, hcloudtest.WithDefaultActionDuration(0))
+	addServers(t, p,
+		// This cluster, "dev", unnamed.
+		hcloudtest.ServerInfo{Name: "workers-1", Labels: poolLabels("workers", "")},
+		// Two other unnamed clusters.
+		hcloudtest.ServerInfo{Name: "prod-workers-1", Labels: poolLabels("prod-workers", "")},
+		hcloudtest.ServerInfo{Name: "prod-workers-2", Labels: poolLabels("prod-workers", "")},
+		hcloudtest.ServerInfo{Name: "ci-1", Labels: poolLabels("ci", "")},
+		// A named cluster with the same pool name.
+		hcloudtest.ServerInfo{Name: "staging-workers-1", Labels: poolLabels("workers", "staging")},
+		hcloudtest.ServerInfo{Name: "control-plane-1", Labels: map[string]string{"role": "control-plane"}},
+	)
+	env := p.env(t, map[string]string{
+		config.EnvClusterConfigFile: "",
+		config.EnvClusterConfig: base64.StdEncoding.EncodeToString([]byte(
+			`{"nodeConfigs": {"workers": {"cloudInit": "#cloud-config\n"}}}`)),
+	})
+	all := []string{"ci-1", "control-plane-1", "prod-workers-1", "prod-workers-2", "staging-workers-1", "workers-1"}
+
+	r := runCmd(t, runCleanup, env, "--yes", "--all-pools", "--nodes=0:5:cpx31:fsn1:workers")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "every autoscaled server of every unnamed cluster in the project") ||
+		!strings.Contains(r.stderr, "--every-unnamed-cluster") {
+		t.Errorf("cleanup --yes --all-pools without a cluster name = %d, stderr %q; want %d and a message naming the risk and the flag",
+			r.code, r.stderr, exitUsage)
+	}
+	if diff := cmp.Diff(all, projectNames(t, p)); diff != "" {
+		t.Fatalf("servers after the refused cleanup (-want +got):\n%s", diff)
+	}
+
+	// The dry run prints the scope, grouped by pool.
+	r = runCmd(t, runCleanup, env, "--all-pools", "--every-unnamed-cluster", "--nodes=0:5:cpx31:fsn1:workers")
+	printed := r.stdout
+	for _, want := range []string{
+		"Pool ci: 1 server\n  NAME", "Pool prod-workers: 2 servers\n", "Pool workers: 1 server\n",
+		"Dry run: nothing was deleted. Run again with --yes to delete 4 servers.",
+	} {
+		if !strings.Contains(printed, want) {
+			t.Errorf("cleanup dry run lacks %q; output:\n%s", want, printed)
+		}
+	}
+	if strings.Contains(printed, "staging-workers-1") {
+		t.Errorf("the dry run lists a named cluster's server:\n%s", printed)
+	}
+
+	r = runCmd(t, runCleanup, env, "--output=json", "--yes", "--all-pools", "--every-unnamed-cluster", "--nodes=0:5:cpx31:fsn1:workers")
+	if r.code != exitOK {
+		t.Fatalf("cleanup --yes --all-pools --every-unnamed-cluster = %d; stderr:\n%s", r.code, r.stderr)
+	}
+	res := decodeJSON[cleanupResult](t, r)
+	for _, name := range res.Deleted {
+		if !strings.Contains(printed, "  "+name+" ") {
+			t.Errorf("deleted %s, which the dry run did not print", name)
+		}
+	}
+	if diff := cmp.Diff([]string{"control-plane-1", "staging-workers-1"}, projectNames(t, p)); diff != "" {
+		t.Errorf("servers left (-want +got):\n%s", diff)
 	}
 }
 

@@ -36,6 +36,12 @@ scale waits for that in any case.
 
 Do not scale a pool by hand while an autoscaler manages it: the autoscaler may undo it.
 
+Shrinking prints the servers it deletes before deleting them. Only the pool's servers are
+in scope: with a cluster name, those labelled with it; without one, those without any
+cluster label (servers of named clusters are never touched), which cannot be told apart
+from another unnamed cluster's servers of the same pool name: set a cluster name when
+clusters share a project.
+
 Flags:
 `)
 		printFlags(w, fs)
@@ -172,19 +178,26 @@ func (s *scaler) scale(ctx context.Context, n int, wait bool, timeout time.Durat
 		}
 		victims := shrinkOrder(p.Instances())
 		victims = victims[:min(len(victims), p.TargetSize()-n)]
-		var ids []string
+		var ids, names []string
 		for _, in := range victims {
 			ids = append(ids, in.ID)
+			names = append(names, in.Name)
+		}
+		// What is deleted is printed before it is: the pool's servers,
+		// scoped as the pool sees them (a cluster without a name cannot
+		// tell its servers from another unnamed cluster's of the same
+		// pool name; servers of named clusters are never the pool's).
+		fmt.Fprintf(s.out, "%s: deleting %s (target %d -> %d): %s\n", p.Name(), plural(len(victims), "server"), from, n, strings.Join(names, ", "))
+		if n == 0 && s.cluster.Config().ClusterName == "" {
+			fmt.Fprintf(s.out, "%s: no cluster name is set: these are the servers labelled %s=%s without %s, which may include another unnamed cluster's\n",
+				p.Name(), config.LabelNodeGroup, p.Name(), config.LabelCluster)
 		}
 		if len(ids) > 0 {
 			if err := p.DeleteInstances(ctx, ids); err != nil {
 				return res, fmt.Errorf("pool %s: %w", p.Name(), err)
 			}
 		}
-		for _, in := range victims {
-			res.Deleted = append(res.Deleted, in.Name)
-		}
-		fmt.Fprintf(s.out, "%s: deleting %s (target %d -> %d): %s\n", p.Name(), plural(len(victims), "server"), from, n, strings.Join(res.Deleted, ", "))
+		res.Deleted = append(res.Deleted, names...)
 	default:
 		fmt.Fprintf(s.out, "%s: target size is %d already\n", p.Name(), n)
 	}

@@ -159,6 +159,11 @@ func TestStatusWithSoldOutType(t *testing.T) {
 	offerings := map[string]string{}
 	for _, ps := range res.Pools {
 		offerings[ps.Name] = ps.Offering
+		// The pool starts with its offering marked unavailable, as the
+		// autoscaler's does (the pools share the registry).
+		if ps.Name == "arm-batch-hel1" && (len(ps.Unavailable) != 1 || ps.Unavailable[0].ServerType != "cax21" || ps.Unavailable[0].Location != "hel1") {
+			t.Errorf("pool %s: unavailable offerings %+v; want cax21 in hel1", ps.Name, ps.Unavailable)
+		}
 	}
 	if got := offerings["arm-batch-hel1"]; got != "unavailable" {
 		t.Errorf("arm-batch-hel1 offering = %q, want unavailable", got)

@@ -34,9 +34,22 @@ path), followed by the resolved plan per pool.
 With --online it also does everything the provider checks at start against the API:
 the token, the network and that each subnet range is one of its subnets, every firewall,
 SSH key and placement group (and the room left in each group), that each pool's server
-type exists and can be ordered in its location, and an image for the type's architecture.
+type exists and is offered in its location, and an image for the type's architecture.
 The plan then shows the architecture, the image each pool's servers will boot and the
-price per hour from the catalogue. --online makes about ten read-only requests.
+price per hour from the catalogue.
+
+A shortage is a warning, not a problem, since the autoscaler starts with it too: a server
+type sold out in its location (that pool fails fast until Hetzner offers it again) and a
+placement group with less room than its pools' max sizes (other servers sit in it). So are
+deprecations and every case where hcloudscale does something different from the upstream
+provider with the same input. With --strict every warning is a problem (exit code 1), for
+a CI check that wants none.
+
+--online only reads. It makes one request per reference (network, firewall, SSH key,
+placement group) and two per pool image spec, a few more (server types, pricing), and one
+per 50 servers of this cluster for the server listing: about 13 requests with no servers,
+32 with 1,000 and 210 with 10,000 for a typical configuration, of the project's 3,600 per
+hour.
 
 Flags:
 `)
@@ -105,6 +118,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, e
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	cf := registerConfigFlags(fs)
 	online := fs.Bool("online", false, "also check against the API (token, references, server types, images, placement-group room) and resolve images and prices")
+	strict := fs.Bool("strict", false, "report every warning as a problem (exit code 1): sold-out server types, placement groups short of room, deprecations, differences from the upstream provider")
 	output := outputFlag(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr, validateHelp(fs)); !ok {
 		return code
@@ -132,6 +146,12 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, e
 				res.Problems = problems(err)
 			}
 		}
+	}
+	if *strict {
+		for _, w := range res.Warnings {
+			res.Problems = append(res.Problems, problems(errors.New(w))...)
+		}
+		res.Warnings = []string{}
 	}
 	res.Valid = len(res.Problems) == 0
 
@@ -252,7 +272,7 @@ func checkOnline(ctx context.Context, cfg *config.Config, res *validateResult, l
 		if t == nil {
 			// New checked that it exists; a catalogue change since is
 			// worth saying.
-			errs = append(errs, fmt.Errorf("--nodes %s: server type %q does not exist", p.Name, p.ServerType))
+			errs = append(errs, fmt.Errorf("%s: server type %q does not exist", config.PoolSetting(i, p.Name), p.ServerType))
 			continue
 		}
 		pp.Arch, pp.Cores, pp.MemoryGB = string(t.Arch), t.Cores, t.MemoryGB
@@ -262,7 +282,7 @@ func checkOnline(ctx context.Context, cfg *config.Config, res *validateResult, l
 		}
 		img, err := images.ResolvePool(ctx, p, t.Arch)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--nodes %s: image for %s: %w", p.Name, t.Arch, err))
+			errs = append(errs, fmt.Errorf("%s: image for %s: %w", config.PoolSetting(i, p.Name), t.Arch, err))
 			continue
 		}
 		pp.Image = &imagePlan{ID: img.ID, Name: img.Name, Description: img.Description, Type: img.Type, Deprecated: img.Deprecated}

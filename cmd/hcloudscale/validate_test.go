@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -85,6 +86,7 @@ func TestValidateProblems(t *testing.T) {
 		extra  map[string]string
 		nodes  []string
 		online bool
+		strict bool
 		// setup changes the fake project before an online check.
 		setup func(t *testing.T, p *fakeProject)
 		want  []problem
@@ -103,8 +105,8 @@ func TestValidateProblems(t *testing.T) {
 			name:  "invalid pool name and sizes",
 			nodes: []string{"--nodes=3:1:cpx31:fsn1:Workers_1"},
 			want: []problem{
-				{"--nodes[0]", "min size 3 is greater than max size 1"},
-				{"--nodes[0]", `pool name "Workers_1" contains 'W', '_': only lower-case letters, digits and '-' are allowed`},
+				{"--nodes[0] (Workers_1)", "min size 3 is greater than max size 1"},
+				{"--nodes[0] (Workers_1)", `pool name "Workers_1" contains 'W', '_': only lower-case letters, digits and '-' are allowed`},
 			},
 		},
 		{
@@ -118,7 +120,7 @@ func TestValidateProblems(t *testing.T) {
 				"cloudInit": "#cloud-config\n", "taints:": [], "taints": [{"key": "a", "value": "b", "effect": "NoSchedul"}]}}}`)},
 			nodes: []string{"--nodes=0:10:cpx31:fsn1:workers"},
 			want: []problem{
-				{`nodeConfigs.workers["taints:"]`, `unknown key, did you mean "taints" (keys are case-sensitive)`},
+				{`nodeConfigs.workers["taints:"]`, `unknown key, did you mean "taints"`},
 				{"nodeConfigs.workers.taints[0].effect", `"NoSchedul" is not one of NoSchedule, PreferNoSchedule, NoExecute`},
 			},
 		},
@@ -134,9 +136,10 @@ func TestValidateProblems(t *testing.T) {
 			},
 		},
 		{
-			name:   "placement group taken by other servers",
+			name:   "placement group taken by other servers, --strict",
 			nodes:  exampleNodes,
 			online: true,
+			strict: true,
 			setup: func(t *testing.T, p *fakeProject) {
 				for range 3 {
 					if _, err := p.api.AddServer(hcloudtest.ServerInfo{PlacementGroup: p.spread}); err != nil {
@@ -148,15 +151,16 @@ func TestValidateProblems(t *testing.T) {
 				`placement group "workers-spread" has room for 7 servers (3 of 10 taken by other servers) but pools workers may grow to 10`}},
 		},
 		{
-			name:   "server type not available in its location",
+			name:   "server type not available in its location, --strict",
 			nodes:  exampleNodes,
 			online: true,
+			strict: true,
 			setup: func(t *testing.T, p *fakeProject) {
 				if err := p.api.SetServerTypeAvailable("cax21", "nbg1", false); err != nil {
 					t.Fatal(err)
 				}
 			},
-			want: []problem{{"--nodes arm-batch", `server type "cax21" is not available in location "nbg1"`}},
+			want: []problem{{"--nodes[1] (arm-batch)", `server type "cax21" is not available in location "nbg1" (sold out); scale-ups of the pool fail at once until the catalogue offers it again`}},
 		},
 		{
 			name:  "placement group too small",
@@ -174,6 +178,9 @@ func TestValidateProblems(t *testing.T) {
 			args := append([]string{"--output=json"}, c.nodes...)
 			if c.online {
 				args = append(args, "--online")
+			}
+			if c.strict {
+				args = append(args, "--strict")
 			}
 			r := runCmd(t, runValidate, p.env(t, c.extra), args...)
 			if r.code != exitFailure {
@@ -198,6 +205,38 @@ func TestValidateProblems(t *testing.T) {
 				t.Errorf("validate table = %d, %q; want %d and a verdict", r.code, r.stdout, exitFailure)
 			}
 		})
+	}
+}
+
+// A shortage is what the autoscaler starts with too: without --strict it
+// is a warning and validate succeeds.
+func TestValidateShortageIsAWarning(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	if err := p.api.SetServerTypeAvailable("cax21", "nbg1", false); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if _, err := p.api.AddServer(hcloudtest.ServerInfo{PlacementGroup: p.spread}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runCmd(t, runValidate, p.env(t, nil), append([]string{"--output=json", "--online"}, exampleNodes...)...)
+	if r.code != exitOK {
+		t.Fatalf("validate --online = %d, want %d; stdout:\n%s\nstderr:\n%s", r.code, exitOK, r.stdout, r.stderr)
+	}
+	res := decodeJSON[validateResult](t, r)
+	got := strings.Join(res.Warnings, "\n")
+	for _, want := range []string{
+		`--nodes[1] (arm-batch): server type "cax21" is not available in location "nbg1" (sold out)`,
+		`nodeConfigs.workers.placementGroup: placement group "workers-spread" has room for 6 servers (4 of 10 taken by other servers)`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("validate warnings %q lack %q", res.Warnings, want)
+		}
+	}
+	if !res.Valid || len(res.Problems) != 0 {
+		t.Errorf("validate: valid %v, problems %v; want valid without problems", res.Valid, res.Problems)
 	}
 }
 
@@ -234,5 +273,38 @@ func TestValidateUsage(t *testing.T) {
 					c.args, r.code, r.stdout, r.stderr, c.wantCode, c.wantStdout, c.wantStderr)
 			}
 		})
+	}
+}
+
+// The request cost validate --help states: a fixed part for the
+// configuration and one listing page per 50 of the cluster's servers.
+func TestValidateOnlineCost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		servers, max int
+	}{{0, 13}, {1000, 13 + 20}} {
+		p := newFakeProject(t)
+		for i := range c.servers {
+			if _, err := p.api.AddServer(hcloudtest.ServerInfo{Name: "workers-" + strconv.Itoa(i),
+				Labels: map[string]string{config.LabelNodeGroup: "workers", config.LabelCluster: "prod"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.api.ResetCounts()
+		r := runCmd(t, runValidate, p.env(t, nil), append([]string{"--online"}, exampleNodes...)...)
+		if r.code != exitOK {
+			t.Fatalf("validate --online = %d; stdout:\n%s", r.code, r.stdout)
+		}
+		n := 0
+		for _, k := range p.api.Counts() {
+			n += k
+		}
+		t.Logf("validate --online with %d servers: %d requests", c.servers, n)
+		if n > c.max {
+			t.Errorf("validate --online with %d servers made %d requests; the help promises about %d", c.servers, n, c.max)
+		}
+		if w := p.api.Count("POST /servers") + p.api.Count("DELETE /servers/{id}"); w != 0 {
+			t.Errorf("validate --online wrote %d times", w)
+		}
 	}
 }
