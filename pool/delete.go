@@ -25,8 +25,11 @@ import (
 //
 // It refuses to take the target below the min size, except for failed
 // creations: placeholders of failed claims (always removable, and without
-// an API call) and servers reported as not started. The autoscaler
-// deletes failed instances without a min-size cap. A pending claim is cancelled; if its create request is in flight,
+// an API call) and servers reported as not started, which have never run
+// (see [Pool.Instances]). The autoscaler deletes failed instances without
+// a min-size cap. A server that has run is protected by min size whatever
+// status a listing caught it in. A pending claim is cancelled; if its
+// create request is in flight,
 // its flow deletes the server once it exists. Servers are deleted with
 // concurrent requests; they count as deleting (and leave the target) at
 // once, and their delete actions are awaited in one batch in the
@@ -56,8 +59,7 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 	if len(ids) == 0 {
 		return nil
 	}
-	snap, err := p.snapshot(ctx)
-	if err != nil {
+	if err := p.ensureListed(ctx); err != nil {
 		return err
 	}
 
@@ -66,6 +68,7 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 		p.mu.Unlock()
 		return fmt.Errorf("pool %q: %w", p.cfg.Name, ErrClosed)
 	}
+	snap := p.viewLocked()
 	var errs []error
 	var targets []deleteTarget
 	seen := make(map[any]bool)
@@ -171,8 +174,6 @@ func (p *Pool) resolveLocked(snap *servercache.Snapshot, id string) (t deleteTar
 	return t, false, notOurs
 }
 
-// failedCreation reports a server that Instances shows as a failed
-// creation (Creating with an error).
 // failedLocked counts the failed creations the target includes:
 // placeholders and servers that never came up.
 func (p *Pool) failedLocked(snap *servercache.Snapshot, now time.Time) int {
@@ -195,9 +196,10 @@ func (p *Pool) failedLocked(snap *servercache.Snapshot, now time.Time) int {
 	return n
 }
 
+// failedCreation reports a server that Instances shows as a failed
+// creation (Creating with an error); see the function of that name.
 func (p *Pool) failedCreation(s *servercache.Server, now time.Time) bool {
-	state, info := serverState(s, now, p.opts.creationTimeout, p.stoppedCreates)
-	return state == Creating && info != nil
+	return failedCreation(s, now, p.opts.creationTimeout)
 }
 
 func (p *Pool) claimTarget(id string, c *claim) (deleteTarget, bool, error) {

@@ -18,6 +18,18 @@
 // every change happens under the pool's own mutex, which no other pool
 // shares and which is never held during I/O.
 //
+// Every reader and every check (TargetSize, the max check of
+// IncreaseSize, Instances, Status, the membership and min checks of
+// DeleteInstances, DecreaseTargetSize) reads the cache's snapshot under
+// that mutex, together with the claims: one view of one instant. A create
+// flow publishes its server in the cache before it drops the claim under
+// the mutex, and a delete forgets a server in the cache before it drops
+// its deleting mark, so in every view a server is counted exactly once,
+// through its claim or as a listed server. (A snapshot read before taking
+// the mutex could predate a server whose claim is gone once the mutex is
+// held: the server would count zero times, the target would dip and a
+// concurrent IncreaseSize could pass the max.)
+//
 // [Pool.IncreaseSize] checks n > 0 and target+n <= max under that mutex,
 // records n claims and returns at once, without an API call. Each claim
 // picks its server name once ("<pool>-<16 hex digits>") and keeps it for
@@ -111,23 +123,51 @@
 //	owned by a create flow of this process    Creating (also while off
 //	                                          before power-on)
 //	deleted by us, or status deleting         Deleting
-//	initializing, starting                    Creating; after the creation
+//	initializing                              Creating; after the creation
 //	                                          timeout: error Other
 //	                                          "not-started"
-//	off                                       Running; Creating/"not-started"
-//	                                          as above if the pool creates
-//	                                          servers stopped (subnet range)
-//	running, stopping, migrating, rebuilding  Running
+//	starting, running, off, stopping,         Running
+//	migrating, rebuilding
 //	unknown, anything else                    Running, error Other
 //	                                          "unknown-status"
 //
-// "not-started" marks servers a restart left behind mid-create: the
-// autoscaler deletes Creating instances with an error. An off server of a
-// pool that starts servers at create was started once, so it was stopped
-// later: its node is NotReady and the autoscaler's unready-node logic, not
-// failed-creation cleanup, applies. "unknown" is Running with error info
-// because the autoscaler acts on error info only for Creating instances: a
-// node whose status flickers is not deleted, yet Status shows it.
+// # Server lifecycle
+//
+// The autoscaler deletes every Creating instance with an error on its next
+// loop, without drain and below min size, so "not-started" is reported
+// only for a server that has certainly never run. Hetzner's statuses
+// follow each other like this:
+//
+//	(create)      initializing -> off            created stopped
+//	              initializing -> starting -> running
+//	power on      off -> starting -> running
+//	reset         running -> starting -> running
+//	shutdown      running -> stopping -> off
+//	power off     running -> off
+//	rebuild       running|off -> rebuilding -> running|off
+//	migration     running|off -> migrating -> running|off
+//	any time      -> unknown -> the status before
+//	delete        any -> deleting -> (gone)
+//
+// initializing happens only during a server's first creation: no status
+// leads back to it. Every other status can follow a boot, for a node of
+// any age: a person or Hetzner maintenance power-cycles, resets, shuts
+// down, rebuilds or migrates it, and a listing may catch it in any of the
+// statuses on the way. So a listed server is a failed creation only when
+// it is still initializing longer than the creation timeout after its
+// creation began. Anything else that is not running is reported Running:
+// its node goes NotReady, and the autoscaler's unready-node handling
+// (which drains, and keeps min size) applies rather than failed-creation
+// cleanup. DeleteInstances holds min size for it too.
+//
+// A server that a pool with a subnet range created stopped is off until
+// it is attached and powered on. While a create flow of this process owns
+// it, it is Creating; from a listing alone it cannot be told from a node
+// someone shut down, so it is never reported as a failed creation.
+//
+// "unknown" is Running with error info because the autoscaler acts on
+// error info only for Creating instances: a node whose status flickers is
+// not deleted, yet Status shows it.
 //
 // # Deleting and shrinking
 //
@@ -136,7 +176,8 @@
 // take the target below min for servers and pending claims, but failed
 // creations are always removable (the autoscaler deletes failed instances
 // without a min-size cap): placeholders, at no API call, and servers
-// reported as "not-started". A pending claim
+// reported as "not-started" (never run, see "Server lifecycle"); a server
+// that has run keeps min size, whatever status it is in. A pending claim
 // is cancelled; if its create request is in flight, its flow deletes the
 // server once it exists. Delete requests run concurrently (bounded by
 // [WithDeleteConcurrency]); the servers count as deleting at once, and
