@@ -312,7 +312,10 @@ func (c *Cluster) Pool(name string) *pool.Pool { return c.byName[name] }
 // node is found by its provider ID (hcloud://<server id>), by its name when
 // the provider ID is empty, or by the instance ID of a server still being
 // created (the autoscaler's placeholder nodes carry it as name and provider
-// ID). It answers from memory, in constant time.
+// ID), or by the provider ID or name of a server a pool is creating, which
+// the pool reports before any listing shows it. It answers from memory:
+// in constant time for listed servers and claim IDs, and for other nodes
+// in time linear in the pools' claims.
 func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
 	if snap := c.servers.Current(); snap != nil {
 		if s := snap.ByNode(providerID, nodeName); s != nil {
@@ -322,6 +325,13 @@ func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
 	for _, id := range [2]string{providerID, nodeName} {
 		if name, _, ok := pool.ParseClaimID(id); ok {
 			return c.byName[name]
+		}
+	}
+	// A server whose create request returned is reported by its pool as
+	// hcloud://<id> before a listing shows it.
+	for _, p := range c.pools {
+		if p.CreatesNode(providerID, nodeName) {
+			return p
 		}
 	}
 	return nil

@@ -155,3 +155,30 @@ func (p *Pool) publish(st Status) {
 	m.PoolInstances.WithLabelValues(p.cfg.Name, "deleting").Set(float64(st.Deleting))
 	m.PoolInstances.WithLabelValues(p.cfg.Name, "failed").Set(float64(st.Failed))
 }
+
+// CreatesNode reports whether the server behind a node belongs to a create
+// flow of this pool: its provider ID is "hcloud://<id>" of a server whose
+// create request has returned, or, for a node without a provider ID, its
+// name is the server name of a claim. Instances reports such a server
+// before any listing shows it, so a Cluster maps it to the pool with this.
+// It answers from memory, in time linear in the pool's claims.
+func (p *Pool) CreatesNode(providerID, nodeName string) bool {
+	var id int64
+	if providerID != "" {
+		var ok bool
+		if id, ok = servercache.ParseProviderID(providerID); !ok {
+			return false
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if providerID == "" {
+		return p.claims[nodeName] != nil
+	}
+	for _, c := range p.claims {
+		if c.serverID == id {
+			return true
+		}
+	}
+	return false
+}
