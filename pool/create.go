@@ -25,8 +25,10 @@ type created struct {
 
 // runClaim is a claim's create flow. taskCtx ends only when Close gives
 // up waiting; the claim's own cancellation and the creation timeout end
-// the waits, but never a create request in flight, whose outcome must be
-// known to avoid leaking a server.
+// everything else: the waits, and also the create request with its
+// retries, so that a removed claim sends no further attempt. A create
+// request that ends that way has an unknown outcome; the server is then
+// looked up by its name (with taskCtx), and deleted if it exists.
 func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	defer close(c.done)
 
@@ -40,9 +42,6 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	defer cancel()
 	flowCtx, cancelTimeout := context.WithTimeout(softCtx, p.opts.creationTimeout)
 	defer cancelTimeout()
-	deadline, _ := flowCtx.Deadline()
-	reqCtx, cancelReq := context.WithDeadline(taskCtx, deadline)
-	defer cancelReq()
 	log := p.log.With(zap.String("server", c.name))
 
 	opts, err := p.createOpts(flowCtx, c.name)
@@ -63,9 +62,12 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	}
 	c.phase = claimCreating
 	p.mu.Unlock()
-	res, err := p.createServer(reqCtx, opts, log)
+	res, err := p.createServer(flowCtx, opts, log)
 	release(p.createSem)
-	if err != nil && ambiguous(err) {
+	// hcloud-go's own retries return the last attempt's error, not the
+	// context's, when the context ends between attempts: an earlier
+	// attempt may have created the server all the same.
+	if err != nil && (ambiguous(err) || flowCtx.Err() != nil) {
 		// The request may have created the server before it failed.
 		res, err = p.findAfterFailure(taskCtx, c.name, err, log)
 	}
@@ -160,8 +162,9 @@ func (p *Pool) createServer(ctx context.Context, opts hcloud.ServerCreateOpts, l
 		}
 		log.Info("create request failed; sending it again with the same name",
 			zap.Int("attempt", attempt), zap.Error(err))
-		if err := sleep(ctx, backoff); err != nil {
-			return created{}, err
+		if stop := sleep(ctx, backoff); stop != nil {
+			// The claim was removed or timed out: no further attempt.
+			return created{}, fmt.Errorf("%w; not sent again: %w", err, stop)
 		}
 		backoff *= 2
 	}
