@@ -25,10 +25,12 @@ type created struct {
 
 // runClaim is a claim's create flow. taskCtx ends only when Close gives
 // up waiting; the claim's own cancellation and the creation timeout end
-// everything else: the waits, and also the create request with its
-// retries, so that a removed claim sends no further attempt. A create
-// request that ends that way has an unknown outcome; the server is then
-// looked up by its name (with taskCtx), and deleted if it exists.
+// the waits. The create request and its retries end with the creation
+// timeout, and with the claim except for an attempt on the wire
+// (requestContext), so that a removed claim sends no further attempt and
+// an attempt's outcome is known. A create request that ends while its
+// outcome is unknown is followed by a lookup of the server by its name
+// (with taskCtx); a server found is deleted by the failing flow.
 func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	defer close(c.done)
 
@@ -42,6 +44,11 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	defer cancel()
 	flowCtx, cancelTimeout := context.WithTimeout(softCtx, p.opts.creationTimeout)
 	defer cancelTimeout()
+	deadline, _ := flowCtx.Deadline()
+	timedCtx, cancelTimed := context.WithDeadline(taskCtx, deadline)
+	defer cancelTimed()
+	reqCtx, cancelReq := requestContext(timedCtx, softCtx)
+	defer cancelReq()
 	log := p.log.With(zap.String("server", c.name))
 
 	opts, err := p.createOpts(flowCtx, c.name)
@@ -62,12 +69,12 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	}
 	c.phase = claimCreating
 	p.mu.Unlock()
-	res, err := p.createServer(flowCtx, opts, log)
+	res, err := p.createServer(reqCtx, opts, log)
 	release(p.createSem)
 	// hcloud-go's own retries return the last attempt's error, not the
 	// context's, when the context ends between attempts: an earlier
 	// attempt may have created the server all the same.
-	if err != nil && (ambiguous(err) || flowCtx.Err() != nil) {
+	if err != nil && (ambiguous(err) || reqCtx.Err() != nil) {
 		// The request may have created the server before it failed.
 		res, err = p.findAfterFailure(taskCtx, c.name, err, log)
 	}

@@ -142,7 +142,7 @@ func TestViewWhileClaimsSucceed(t *testing.T) {
 func TestViewStress(t *testing.T) {
 	const (
 		workers = 4
-		steps   = 400 // per worker
+		steps   = 300 // per worker
 		minSize = 2
 		maxSize = 8
 	)
@@ -206,7 +206,9 @@ func TestViewStress(t *testing.T) {
 					}
 					id := ins[rng.IntN(len(ins))].ID
 					err = shrink(func() error { return p.DeleteInstances(ctx, []string{id}) })
-					if errors.Is(err, ErrBelowMin) {
+					// Another worker may have deleted it since; a
+					// server that is gone is not the pool's any more.
+					if errors.Is(err, ErrBelowMin) || errors.Is(err, ErrNotInPool) {
 						err = nil
 					}
 				case op < 6:
