@@ -184,7 +184,10 @@
 // is cancelled; if its create request is in flight, its flow deletes the
 // server once it exists. Delete requests run concurrently (bounded by
 // [WithDeleteConcurrency]); the servers count as deleting at once, and
-// their actions are awaited in one batch in the background. A delete
+// their actions are awaited in the background, each on its own (the
+// Waiter still polls them in shared batches): a delete action that fails,
+// vanishes or times out makes that one server count again, not the rest
+// of the call's servers. A delete
 // request that fails on the way (the connection dropped) is resolved by
 // looking the server up: gone or deleting counts as deleted, otherwise the
 // request is sent again. A server whose delete fails counts again.
