@@ -164,8 +164,10 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 
 // newClient builds the hcloud-go client. Requests pass, outermost first,
 // through hcloud-go's instrumentation (when a registerer is set), the
-// rate-limit pacer and the redacting debug log before they reach the
-// network.
+// rate-limit pacer, the request timeout and the redacting debug log before
+// they reach the network. The timeout sits below the pacer, not in
+// http.Client.Timeout, so that the time the pacer holds a request back
+// does not count against it.
 func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 	base := o.transport
 	if base == nil {
@@ -179,12 +181,12 @@ func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 			ForceAttemptHTTP2:     true,
 		}
 	}
-	rt := newDebugTransport(base, o.logger)
+	rt := newTimeoutTransport(newDebugTransport(base, o.logger), o.requestTimeout)
 	p := pacer.New(rt, pacer.WithReserve(o.rateLimitReserve), pacer.WithLogger(o.logger))
 	if o.rateLimitReserve < 0 {
 		p = pacer.New(rt, pacer.WithLogger(o.logger))
 	}
-	httpClient := &http.Client{Transport: p, Timeout: o.requestTimeout}
+	httpClient := &http.Client{Transport: p}
 
 	endpoint := cfg.Endpoint
 	if endpoint == "" {
