@@ -60,9 +60,10 @@
 // A transient failure of the create request (a dropped connection, 5xx,
 // timeout, server_error) is sent again with the same name, a bounded
 // number of times. The request and its retries (also hcloud-go's own) end
-// with the claim: a claim removed by DeleteInstances or the creation
-// timeout sends no further attempt, and the server an earlier attempt may
-// have made is looked up by name and deleted. If the earlier attempt created the server and only its
+// with the claim, except for an attempt on the wire (written, not yet
+// answered), whose outcome is awaited: a claim removed by DeleteInstances
+// sends no further attempt, and the server an earlier attempt may have
+// made is looked up by name and deleted. If the earlier attempt created the server and only its
 // response was lost, the retry gets uniqueness_error; the flow then looks
 // the server up by name and adopts it if it carries the pool's labels (and
 // fails with "name-taken" otherwise). The same look-up follows a create
