@@ -156,6 +156,7 @@ func (p *Pool) createOpts(ctx context.Context, name string) (hcloud.ServerCreate
 // it carries our labels.
 func (p *Pool) createServer(ctx context.Context, opts hcloud.ServerCreateOpts, log *zap.Logger) (created, error) {
 	backoff := p.opts.retryBackoff
+	unknown := false // an earlier attempt may have created the server
 	for attempt := 1; ; attempt++ {
 		res, resp, err := p.deps.Servers.Create(ctx, opts)
 		if err == nil {
@@ -165,8 +166,14 @@ func (p *Pool) createServer(ctx context.Context, opts hcloud.ServerCreateOpts, l
 			return p.adopt(ctx, opts.Name, err)
 		}
 		if attempt >= p.opts.createAttempts || !isTransient(resp, err) {
+			if unknown && !ambiguous(err) {
+				// This attempt's answer says nothing about the earlier
+				// one's effect: the caller must look the server up.
+				err = fmt.Errorf("%w (%w)", err, errEarlierAttemptUnknown)
+			}
 			return created{}, err
 		}
+		unknown = unknown || ambiguous(err)
 		log.Info("create request failed; sending it again with the same name",
 			zap.Int("attempt", attempt), zap.Error(err))
 		if stop := sleep(ctx, backoff); stop != nil {
@@ -194,10 +201,16 @@ func (p *Pool) adopt(ctx context.Context, name string, cause error) (created, er
 	return created{server: s, adopted: true}, nil
 }
 
+// errEarlierAttemptUnknown marks the failure of a create request whose
+// earlier attempt failed on the way, so that it may have created the
+// server all the same.
+var errEarlierAttemptUnknown = errors.New("an earlier attempt may have created the server")
+
 // ambiguous reports a failed create request whose effect is unknown: the
-// connection broke or the deadline passed while the request was out.
+// connection broke or the deadline passed while the request was out, or
+// an earlier attempt's did.
 func ambiguous(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, errEarlierAttemptUnknown) {
 		return true
 	}
 	var apiErr hcloud.Error

@@ -559,3 +559,27 @@ func TestRemovedClaimSendsNoFurtherAttempt(t *testing.T) {
 		})
 	}
 }
+
+// TestDefiniteErrorAfterLostResponse: the first create request makes the
+// server but its response is lost; the retry fails with an error that is
+// not transient. The failure says nothing about the first attempt, so the
+// server is looked up by name and adopted, not leaked.
+func TestDefiniteErrorAfterLostResponse(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	p := e.newPool(poolConfig("workers", 0, 10))
+	e.fake.DropConnection("POST /servers", 1, true)
+	// Queued behind the dropped connection: it answers the retry.
+	e.fake.FailRequest("POST /servers", 1, hcloudtest.RequestFault{Code: "invalid_input"})
+	if err := p.IncreaseSize(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(p)
+	servers := e.servers("workers")
+	ins := p.Instances()
+	if len(servers) != 1 || len(ins) != 1 || ins[0].ServerID != servers[0].ID || ins[0].State != Running {
+		t.Errorf("fake holds %+v, Instances() = %+v; want the one server, adopted and running", servers, ins)
+	}
+	if got := e.fake.Count("POST /servers"); got != 2 {
+		t.Errorf("POST /servers = %d; want 2", got)
+	}
+}
