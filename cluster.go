@@ -180,8 +180,10 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 
 // newClient builds the hcloud-go client. Requests pass, outermost first,
 // through hcloud-go's instrumentation (when a registerer is set), the
-// rate-limit pacer and the redacting debug log before they reach the
-// network.
+// rate-limit pacer, the request timeout and the redacting debug log before
+// they reach the network. The timeout sits below the pacer, not in
+// http.Client.Timeout, so that the time the pacer holds a request back
+// does not count against it.
 func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 	base := o.transport
 	if base == nil {
@@ -195,12 +197,12 @@ func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 			ForceAttemptHTTP2:     true,
 		}
 	}
-	rt := newDebugTransport(base, o.logger)
+	rt := newTimeoutTransport(newDebugTransport(base, o.logger), o.requestTimeout)
 	p := pacer.New(rt, pacer.WithReserve(o.rateLimitReserve), pacer.WithLogger(o.logger))
 	if o.rateLimitReserve < 0 {
 		p = pacer.New(rt, pacer.WithLogger(o.logger))
 	}
-	httpClient := &http.Client{Transport: p, Timeout: o.requestTimeout}
+	httpClient := &http.Client{Transport: p}
 
 	endpoint := cfg.Endpoint
 	if endpoint == "" {
@@ -342,7 +344,10 @@ func (c *Cluster) Pool(name string) *pool.Pool { return c.byName[name] }
 // node is found by its provider ID (hcloud://<server id>), by its name when
 // the provider ID is empty, or by the instance ID of a server still being
 // created (the autoscaler's placeholder nodes carry it as name and provider
-// ID). It answers from memory, in constant time.
+// ID), or by the provider ID or name of a server a pool is creating, which
+// the pool reports before any listing shows it. It answers from memory:
+// in constant time for listed servers and claim IDs, and for other nodes
+// in time linear in the pools' claims.
 func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
 	if snap := c.servers.Current(); snap != nil {
 		if s := snap.ByNode(providerID, nodeName); s != nil {
@@ -352,6 +357,13 @@ func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
 	for _, id := range [2]string{providerID, nodeName} {
 		if name, _, ok := pool.ParseClaimID(id); ok {
 			return c.byName[name]
+		}
+	}
+	// A server whose create request returned is reported by its pool as
+	// hcloud://<id> before a listing shows it.
+	for _, p := range c.pools {
+		if p.CreatesNode(providerID, nodeName) {
+			return p
 		}
 	}
 	return nil

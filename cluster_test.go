@@ -395,3 +395,57 @@ func TestNewLenientChecks(t *testing.T) {
 		t.Fatal("New with a missing firewall succeeded under WithLenientChecks; want an error")
 	}
 }
+
+// TestPoolForNodeMapsEveryInstance: whatever ID an instance carries (a
+// claim ID before the create request returns, hcloud://<id> of a server
+// still being created that no listing has shown yet, a listed server),
+// PoolForNode maps it back to its pool, by provider ID and by node name;
+// otherwise the autoscaler skips the node ("No node group for node") and
+// cannot remove it when it never registers.
+func TestPoolForNodeMapsEveryInstance(t *testing.T) {
+	e := newFaultEnv(t, faultOptions{cluster: []hcloudscale.Option{hcloudscale.WithListTTL(time.Hour)}})
+	ctx := context.Background()
+	for _, name := range []string{"plain", "subnet"} {
+		if err := e.c.Pool(name).IncreaseSize(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkAll := func(when string, wantServers bool) {
+		t.Helper()
+		for _, p := range e.c.Pools() {
+			for _, in := range p.Instances() {
+				if wantServers && in.ServerID == 0 {
+					t.Errorf("%s: instance %+v has no server yet", when, in)
+				}
+				for _, node := range [][2]string{{in.ID, in.ID}, {in.ID, in.Name}, {"", in.Name}} {
+					got := e.c.PoolForNode(node[0], node[1])
+					if got != p {
+						t.Errorf("%s: PoolForNode(%q, %q) = %v; want pool %s", when, node[0], node[1], got, p.Name())
+					}
+				}
+			}
+		}
+	}
+	checkAll("claims", false)
+	// The manual clock stands still: the create requests return, their
+	// actions keep running, and no listing shows the servers.
+	e.waitFor("four servers with IDs in Instances", func() bool {
+		n := 0
+		for _, p := range e.c.Pools() {
+			for _, in := range p.Instances() {
+				if strings.HasPrefix(in.ID, "hcloud://") {
+					n++
+				}
+			}
+		}
+		return n == 4
+	})
+	checkAll("creating", true)
+	if got := e.c.PoolForNode("hcloud://999999", "nobody"); got != nil {
+		t.Errorf("PoolForNode(unknown server) = %s; want nil", got.Name())
+	}
+	if err := e.settle(); err != nil {
+		t.Fatal(err)
+	}
+	checkAll("running", true)
+}

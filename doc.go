@@ -73,8 +73,10 @@
 //
 // [Cluster.PoolForNode] maps a Kubernetes node to its pool by provider ID
 // ("hcloud://<server id>") or node name, from memory in constant time;
-// nodes that are not servers of a pool (control planes, other clusters,
-// Robot servers) map to nil. [Cluster.HasServer] tells whether the server
+// every instance a pool reports maps back, also a claim ID and a server
+// still being created that no listing has shown yet (those by asking the
+// pools, see [pool.Pool.CreatesNode]). Nodes that are not servers of a
+// pool (control planes, other clusters, Robot servers) map to nil. [Cluster.HasServer] tells whether the server
 // behind a provider ID still exists, and returns [ErrNotHCloud] for
 // provider IDs of other schemes.
 //

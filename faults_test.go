@@ -372,8 +372,8 @@ func TestFaultRestartDuringScaleUp(t *testing.T) {
 			}
 			v = observe(t, e.c, e.api())
 			checkInvariants(t, v, nil)
-			if st := p.Status(); st.Running != 3 {
-				t.Errorf("after the restart and settling: %d running; want 3\n%v", st.Running, v)
+			if st := p.Status(); st.Running != 3 || st.Failed != 0 {
+				t.Errorf("after the restart and settling: %+v; want 3 running, none failed\n%v", st, v)
 			}
 			if n := e.api().Count("DELETE /servers/{id}"); n != 0 {
 				t.Errorf("%d delete requests before the scale-down; want none", n)

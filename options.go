@@ -80,8 +80,8 @@ func defaultOptions() options {
 
 // Defaults of [New].
 const (
-	// DefaultRequestTimeout bounds one HTTP request to the API, so a hung
-	// connection cannot stall the autoscaler loop.
+	// DefaultRequestTimeout bounds one HTTP request to the API once it is
+	// sent, so a hung connection cannot stall the autoscaler loop.
 	DefaultRequestTimeout = 30 * time.Second
 	// DefaultPollInterval is the shortest time between two polls of the
 	// in-flight actions of all pools, which are polled together.
@@ -139,7 +139,10 @@ func WithApplication(name, version string) Option {
 	return func(o *options) { o.appName, o.appVersion = name, version }
 }
 
-// WithRequestTimeout bounds one HTTP request ([DefaultRequestTimeout]).
+// WithRequestTimeout bounds one HTTP request ([DefaultRequestTimeout]),
+// from the moment it is sent until its answer has been read. The time the
+// rate-limit pacer holds a request back (at most a minute) does not count
+// against it; the caller's context bounds that.
 func WithRequestTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {

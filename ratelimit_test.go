@@ -93,3 +93,48 @@ func scaleUpWithinRateLimit(t *testing.T, remaining int) {
 	e.stop()
 	checkNoLeaks(t, ignore)
 }
+
+// TestPacedRequestOutlastsRequestTimeout: the pacer holds a power-on back
+// for about two seconds to keep the reserve, four times the request
+// timeout. The wait must not count against the timeout: the request goes
+// through once the budget allows, instead of failing as a timeout and
+// being retried as a network error.
+func TestPacedRequestOutlastsRequestTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("paces a request in real time for about 2 s")
+	}
+	const timeout = 500 * time.Millisecond
+	e := newFaultEnv(t, faultOptions{
+		realClock: true,
+		fake:      []hcloudtest.Option{hcloudtest.WithRateLimit(50, time.Second)},
+		cluster:   []hcloudscale.Option{hcloudscale.WithRequestTimeout(timeout), hcloudscale.WithRateLimitReserve(5)},
+		nodes:     []string{"0:3:cpx21:fsn1:plain"},
+	})
+	defer e.stop()
+	id, err := e.api().AddServer(hcloudtest.ServerInfo{Name: "off", Status: hcloud.ServerStatusOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := e.c.Client()
+	ctx := context.Background()
+	// Other tools spent the budget down to the reserve; a read tells the
+	// pacer (reads are not held back until the estimate reaches the
+	// reserve plus 5% of the limit, and this one may wait for that).
+	e.api().SetRateLimitRemaining(5)
+	if _, _, err := client.Server.GetByID(ctx, id); err != nil {
+		t.Fatalf("GetByID: %v", err)
+	}
+	waited := e.c.RateLimit().Waited
+	start := time.Now()
+	if _, _, err := client.Server.Poweron(ctx, &hcloud.Server{ID: id}); err != nil {
+		t.Fatalf("Poweron after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	held := e.c.RateLimit().Waited - waited
+	if held <= timeout {
+		t.Errorf("the pacer held the power-on back for %s; want longer than the request timeout %s, or the test proves nothing", held, timeout)
+	}
+	if got := e.api().Count("POST /servers/{id}/actions/poweron"); got != 1 {
+		t.Errorf("POST poweron sent %d times; want 1", got)
+	}
+	t.Logf("power-on held back %s by the pacer, request timeout %s", held.Round(time.Millisecond), timeout)
+}

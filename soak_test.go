@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/goleak"
 
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
@@ -21,7 +22,9 @@ import (
 var soak = flag.Bool("soak", false, "run the soak test for up to 2 minutes (also HCLOUDSCALE_SOAK=1)")
 
 // TestSoak runs random scale operations (IncreaseSize, DeleteInstances,
-// DecreaseTargetSize, restarts, clock jumps) on three pools while random
+// DecreaseTargetSize, restarts, clock jumps) and lifecycle events of
+// servers (power cycle, reset, shutdown, rebuild, migration, status
+// flicker; see runLifecycleEvent) on three pools while random
 // faults hit the API, and checks invariants (a) to (d) after every step.
 // A normal run takes 25 steps of seed 1; -soak or HCLOUDSCALE_SOAK=1 runs
 // up to 2000 steps of a random seed for at most 2 minutes.
@@ -142,7 +145,7 @@ func injectRandomFault(rng *rand.Rand, e *faultEnv) string {
 func randomOperation(t *testing.T, rng *rand.Rand, e *faultEnv, ctx context.Context) string {
 	pools := e.c.Pools()
 	p := pools[rng.IntN(len(pools))]
-	switch op := rng.IntN(20); {
+	switch op := rng.IntN(22); {
 	case op < 8:
 		room := p.MaxSize() - p.TargetSize()
 		if room <= 0 {
@@ -180,6 +183,23 @@ func randomOperation(t *testing.T, rng *rand.Rand, e *faultEnv, ctx context.Cont
 		d := time.Duration(1+rng.IntN(10)) * time.Minute
 		e.clock.Advance(d)
 		return "clock +" + d.String()
+	case op < 21:
+		// Someone power-cycles, resets, shuts down, rebuilds or migrates
+		// a node of any age, or its status flickers; the simulated
+		// autoscaler deletes failed creations after every listing.
+		var running []int64
+		for _, s := range poolServers(t, e.api(), p.Name()) {
+			if s.Status == hcloud.ServerStatusRunning {
+				running = append(running, s.ID)
+			}
+		}
+		if len(running) == 0 {
+			return p.Name() + " has no running server"
+		}
+		id := running[rng.IntN(len(running))]
+		ev := lifecycleEvents[rng.IntN(len(lifecycleEvents))]
+		runLifecycleEvent(t, e, id, ev.name, ev.steps)
+		return fmt.Sprintf("%s: %s of server %d", p.Name(), ev.name, id)
 	default:
 		e.restart()
 		return "restart"

@@ -245,3 +245,29 @@ func TestSetActionDurationAppliesToLaterActions(t *testing.T) {
 		t.Errorf("action %d after 10 s = %+v, %v; want success after 10 s", after.ID, a, err)
 	}
 }
+
+func TestForgetActions(t *testing.T) {
+	clock := hcloudtest.NewManualClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := hcloudtest.NewServer(hcloudtest.WithClock(clock), hcloudtest.WithRateLimit(0, 0))
+	defer s.Close()
+	client := s.Client()
+	id, err := s.AddServer(hcloudtest.ServerInfo{Name: "w-1", Status: hcloud.ServerStatusRunning})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := client.Server.DeleteWithResult(t.Context(), &hcloud.Server{ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.ForgetActions(id); n != 1 {
+		t.Fatalf("ForgetActions(%d) = %d; want 1", id, n)
+	}
+	if a, _, err := client.Action.GetByID(t.Context(), res.Action.ID); err != nil || a != nil {
+		t.Errorf("GetByID(forgotten action) = %v, %v; want nil, nil (not found)", a, err)
+	}
+	clock.Advance(time.Hour)
+	info, ok := s.ServerByID(id)
+	if !ok || info.Status != hcloud.ServerStatusRunning {
+		t.Errorf("server after its forgotten delete: %+v, exists %t; want it running as before", info, ok)
+	}
+}

@@ -53,6 +53,8 @@
 // status, optionally after the operation took effect (a lost response);
 // [Server.DropConnection] closes the connection without an answer;
 // [Server.FailAction] makes the next action of a command end in error;
+// [Server.ForgetActions] makes a server's actions vanish, as old actions
+// do in the API (a running one never takes effect);
 // [Server.SetUnavailable] makes creates of a server type and/or location
 // fail with resource_unavailable while the catalogue still offers it (as
 // during Hetzner's shortages); [Server.SetLatency] delays requests.
@@ -76,7 +78,9 @@
 // "GET /actions". [Server.Servers], [Server.AddServer],
 // [Server.SetServerStatus], [Server.DeleteServerNow] and the other Add
 // methods read and change the project directly, for example to simulate
-// servers left behind by another tool or a crash.
+// servers left behind by another tool or a crash, or, a status at a time,
+// a power cycle, reset, rebuild or migration of a server
+// (SetServerStatus sets any status, with no action and no lock).
 //
 // # Concurrency
 //

@@ -3,7 +3,10 @@ package hcloudtest
 import (
 	"cmp"
 	"net/http"
+	"slices"
 	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud/schema"
 )
 
 // RequestFault describes how one request fails. See [Server.FailRequest].
@@ -214,4 +217,34 @@ func dropConnection(w http.ResponseWriter) {
 		return
 	}
 	_ = conn.Close()
+}
+
+// ForgetActions removes every action that concerns the server from the
+// API, as Hetzner does with old actions: a client waiting for one sees it
+// vanish (GET /actions no longer lists it, GET /actions/{id} answers
+// not_found). A running action is dropped as if it had failed: its effect
+// never happens, and a forgotten delete leaves the server as it was. It
+// returns the number of actions removed.
+func (s *Server) ForgetActions(serverID int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.advance(s.cfg.clock.Now())
+	n := 0
+	for id, a := range s.st.actions {
+		if !slices.ContainsFunc(a.resources, func(r schema.ActionResourceReference) bool {
+			return r.Type == "server" && r.ID == serverID
+		}) {
+			continue
+		}
+		delete(s.st.actions, id)
+		if a.status == actionRunning {
+			s.st.running = slices.DeleteFunc(s.st.running, func(r *actionRec) bool { return r == a })
+			if a.onError != nil {
+				a.onError()
+			}
+			a.onSuccess, a.onError = nil, nil
+		}
+		n++
+	}
+	return n
 }

@@ -100,8 +100,7 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 		// these claims start must see the catalogue as it is now.
 		p.deps.Types.Invalidate()
 	}
-	snap, err := p.snapshot(ctx)
-	if err != nil {
+	if err := p.ensureListed(ctx); err != nil {
 		return nil, err
 	}
 
@@ -110,7 +109,7 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, ErrClosed)
 	}
-	target := p.targetLocked(snap)
+	target := p.targetLocked(p.viewLocked())
 	if target+n > p.cfg.MaxSize {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d", p.cfg.Name, ErrAboveMax, target, n, p.cfg.MaxSize)
@@ -183,7 +182,7 @@ func (p *Pool) DecreaseTargetSize(ctx context.Context, delta int) error {
 		p.dropClaimLocked(c)
 		removed++
 	}
-	target := p.targetLocked(p.deps.Cache.Current())
+	target := p.targetLocked(p.viewLocked())
 	p.mu.Unlock()
 
 	if removed < want {

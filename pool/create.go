@@ -25,8 +25,12 @@ type created struct {
 
 // runClaim is a claim's create flow. taskCtx ends only when Close gives
 // up waiting; the claim's own cancellation and the creation timeout end
-// the waits, but never a create request in flight, whose outcome must be
-// known to avoid leaking a server.
+// the waits. The create request and its retries end with the creation
+// timeout, and with the claim except for an attempt on the wire
+// (requestContext), so that a removed claim sends no further attempt and
+// an attempt's outcome is known. A create request that ends while its
+// outcome is unknown is followed by a lookup of the server by its name
+// (with taskCtx); a server found is deleted by the failing flow.
 func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	defer close(c.done)
 
@@ -41,7 +45,9 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	flowCtx, cancelTimeout := context.WithTimeout(softCtx, p.opts.creationTimeout)
 	defer cancelTimeout()
 	deadline, _ := flowCtx.Deadline()
-	reqCtx, cancelReq := context.WithDeadline(taskCtx, deadline)
+	timedCtx, cancelTimed := context.WithDeadline(taskCtx, deadline)
+	defer cancelTimed()
+	reqCtx, cancelReq := requestContext(timedCtx, softCtx)
 	defer cancelReq()
 	log := p.log.With(zap.String("server", c.name))
 
@@ -65,7 +71,10 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	p.mu.Unlock()
 	res, err := p.createServer(reqCtx, opts, log)
 	release(p.createSem)
-	if err != nil && ambiguous(err) {
+	// hcloud-go's own retries return the last attempt's error, not the
+	// context's, when the context ends between attempts: an earlier
+	// attempt may have created the server all the same.
+	if err != nil && (ambiguous(err) || reqCtx.Err() != nil) {
 		// The request may have created the server before it failed.
 		res, err = p.findAfterFailure(taskCtx, c.name, err, log)
 	}
@@ -147,6 +156,7 @@ func (p *Pool) createOpts(ctx context.Context, name string) (hcloud.ServerCreate
 // it carries our labels.
 func (p *Pool) createServer(ctx context.Context, opts hcloud.ServerCreateOpts, log *zap.Logger) (created, error) {
 	backoff := p.opts.retryBackoff
+	unknown := false // an earlier attempt may have created the server
 	for attempt := 1; ; attempt++ {
 		res, resp, err := p.deps.Servers.Create(ctx, opts)
 		if err == nil {
@@ -156,12 +166,19 @@ func (p *Pool) createServer(ctx context.Context, opts hcloud.ServerCreateOpts, l
 			return p.adopt(ctx, opts.Name, err)
 		}
 		if attempt >= p.opts.createAttempts || !isTransient(resp, err) {
+			if unknown && !ambiguous(err) {
+				// This attempt's answer says nothing about the earlier
+				// one's effect: the caller must look the server up.
+				err = fmt.Errorf("%w (%w)", err, errEarlierAttemptUnknown)
+			}
 			return created{}, err
 		}
+		unknown = unknown || ambiguous(err)
 		log.Info("create request failed; sending it again with the same name",
 			zap.Int("attempt", attempt), zap.Error(err))
-		if err := sleep(ctx, backoff); err != nil {
-			return created{}, err
+		if stop := sleep(ctx, backoff); stop != nil {
+			// The claim was removed or timed out: no further attempt.
+			return created{}, fmt.Errorf("%w; not sent again: %w", err, stop)
 		}
 		backoff *= 2
 	}
@@ -184,10 +201,16 @@ func (p *Pool) adopt(ctx context.Context, name string, cause error) (created, er
 	return created{server: s, adopted: true}, nil
 }
 
+// errEarlierAttemptUnknown marks the failure of a create request whose
+// earlier attempt failed on the way, so that it may have created the
+// server all the same.
+var errEarlierAttemptUnknown = errors.New("an earlier attempt may have created the server")
+
 // ambiguous reports a failed create request whose effect is unknown: the
-// connection broke or the deadline passed while the request was out.
+// connection broke or the deadline passed while the request was out, or
+// an earlier attempt's did.
 func ambiguous(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, errEarlierAttemptUnknown) {
 		return true
 	}
 	var apiErr hcloud.Error

@@ -3,6 +3,7 @@ package pool
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -517,4 +518,68 @@ func TestAdoptedServerWhoseStartFailed(t *testing.T) {
 		t.Fatalf("Instances() = %+v; want one placeholder with code %s", ins, CodeActionFailed)
 	}
 	e.eventually("the off server to be deleted", 100*time.Millisecond, func() bool { return len(e.servers("workers")) == 0 })
+}
+
+// TestRemovedClaimSendsNoFurtherAttempt removes a claim while its create
+// request waits to be sent again after a transient failure: no further
+// attempt is sent, and a server that the failed attempt made anyway (its
+// response was lost) is found by name and deleted.
+func TestRemovedClaimSendsNoFurtherAttempt(t *testing.T) {
+	for _, afterEffect := range []bool{false, true} {
+		t.Run(fmt.Sprintf("after-effect=%t", afterEffect), func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			// The backoff outlasts the test: only the claim's removal
+			// can end it.
+			p := e.newPool(poolConfig("workers", 0, 10), WithRetry(3, time.Hour))
+			e.fake.FailRequest("POST /servers", 1, hcloudtest.RequestFault{Code: "server_error", AfterEffect: afterEffect})
+			if err := p.IncreaseSize(t.Context(), 1); err != nil {
+				t.Fatal(err)
+			}
+			e.eventually("the first create request", 0, func() bool { return e.fake.Count("POST /servers") == 1 })
+			ins := p.Instances()
+			if len(ins) != 1 {
+				t.Fatalf("Instances() = %+v; want one claim", ins)
+			}
+			if err := p.DeleteInstances(t.Context(), []string{ins[0].ID}); err != nil {
+				t.Fatalf("DeleteInstances(%s): %v", ins[0].ID, err)
+			}
+			if got := p.TargetSize(); got != 0 {
+				t.Errorf("TargetSize() after the delete = %d; want 0", got)
+			}
+			e.settle(p)
+			if got := e.fake.Count("POST /servers"); got != 1 {
+				t.Errorf("POST /servers = %d; want 1: the removed claim sent its create again", got)
+			}
+			if got := len(e.servers("workers")); got != 0 {
+				t.Errorf("fake holds %d servers; want 0", got)
+			}
+			if got := p.Instances(); len(got) != 0 {
+				t.Errorf("Instances() = %+v; want none", got)
+			}
+		})
+	}
+}
+
+// TestDefiniteErrorAfterLostResponse: the first create request makes the
+// server but its response is lost; the retry fails with an error that is
+// not transient. The failure says nothing about the first attempt, so the
+// server is looked up by name and adopted, not leaked.
+func TestDefiniteErrorAfterLostResponse(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	p := e.newPool(poolConfig("workers", 0, 10))
+	e.fake.DropConnection("POST /servers", 1, true)
+	// Queued behind the dropped connection: it answers the retry.
+	e.fake.FailRequest("POST /servers", 1, hcloudtest.RequestFault{Code: "invalid_input"})
+	if err := p.IncreaseSize(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(p)
+	servers := e.servers("workers")
+	ins := p.Instances()
+	if len(servers) != 1 || len(ins) != 1 || ins[0].ServerID != servers[0].ID || ins[0].State != Running {
+		t.Errorf("fake holds %+v, Instances() = %+v; want the one server, adopted and running", servers, ins)
+	}
+	if got := e.fake.Count("POST /servers"); got != 2 {
+		t.Errorf("POST /servers = %d; want 2", got)
+	}
 }

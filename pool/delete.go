@@ -25,12 +25,16 @@ import (
 //
 // It refuses to take the target below the min size, except for failed
 // creations: placeholders of failed claims (always removable, and without
-// an API call) and servers reported as not started. The autoscaler
-// deletes failed instances without a min-size cap. A pending claim is cancelled; if its create request is in flight,
-// its flow deletes the server once it exists. Servers are deleted with
-// concurrent requests; they count as deleting (and leave the target) at
-// once, and their delete actions are awaited in one batch in the
-// background before the cache forgets them. DeleteInstances returns once
+// an API call) and servers reported as not started, which have never run
+// (see [Pool.Instances]). The autoscaler deletes failed instances without
+// a min-size cap. A server that has run is protected by min size whatever
+// status a listing caught it in. A pending claim is cancelled; if its
+// create request is in flight, its flow deletes the server once it
+// exists. Servers are deleted with concurrent requests; they count as
+// deleting (and leave the target) at once, and each one's delete action
+// is awaited in the background (polled in shared batches) before the
+// cache forgets it; a failed, vanished or timed-out action makes that
+// server alone count again. DeleteInstances returns once
 // the API accepted every delete request.
 //
 // Deleting an instance that is already being deleted, or a claim that is
@@ -56,8 +60,7 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 	if len(ids) == 0 {
 		return nil
 	}
-	snap, err := p.snapshot(ctx)
-	if err != nil {
+	if err := p.ensureListed(ctx); err != nil {
 		return err
 	}
 
@@ -66,6 +69,7 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 		p.mu.Unlock()
 		return fmt.Errorf("pool %q: %w", p.cfg.Name, ErrClosed)
 	}
+	snap := p.viewLocked()
 	var errs []error
 	var targets []deleteTarget
 	seen := make(map[any]bool)
@@ -171,8 +175,6 @@ func (p *Pool) resolveLocked(snap *servercache.Snapshot, id string) (t deleteTar
 	return t, false, notOurs
 }
 
-// failedCreation reports a server that Instances shows as a failed
-// creation (Creating with an error).
 // failedLocked counts the failed creations the target includes:
 // placeholders and servers that never came up.
 func (p *Pool) failedLocked(snap *servercache.Snapshot, now time.Time) int {
@@ -195,9 +197,10 @@ func (p *Pool) failedLocked(snap *servercache.Snapshot, now time.Time) int {
 	return n
 }
 
+// failedCreation reports a server that Instances shows as a failed
+// creation (Creating with an error); see the function of that name.
 func (p *Pool) failedCreation(s *servercache.Server, now time.Time) bool {
-	state, info := serverState(s, now, p.opts.creationTimeout, p.stoppedCreates)
-	return state == Creating && info != nil
+	return failedCreation(s, now, p.opts.creationTimeout)
 }
 
 func (p *Pool) claimTarget(id string, c *claim) (deleteTarget, bool, error) {
@@ -332,38 +335,37 @@ func (p *Pool) deleteServer(ctx context.Context, id int64) (action *hcloud.Actio
 	}
 }
 
-// awaitDeletes waits for the delete actions of accepted deletes, all in
-// one Wait, then forgets the servers.
+// awaitDeletes waits for the delete actions of accepted deletes, then
+// forgets the servers whose delete finished. Each server's action is
+// waited for on its own (the Waiter polls all of them in the same
+// batches, so this costs no extra request): a vanished action or a
+// timeout then concerns that server alone, and one failure never undoes
+// the deleting mark of the others.
 func (p *Pool) awaitDeletes(taskCtx context.Context, servers []*servercache.Server, actions []*hcloud.Action) {
 	ctx, cancel := context.WithTimeout(taskCtx, deleteWaitTimeout)
 	defer cancel()
-	err := p.deps.Waiter.Wait(ctx, actions...)
-	if err != nil && taskCtx.Err() != nil {
-		return // Close gave up; the API finishes the deletes anyway
-	}
-	// The Waiter joins one error per failed action; match them to servers.
-	failedByAction := map[int64]error{}
-	var actErr hcloud.ActionError
-	for _, e := range unwrapJoined(err) {
-		if errors.As(e, &actErr) && actErr.Action() != nil {
-			failedByAction[actErr.Action().ID] = e
+	errs := make([]error, len(servers))
+	var g errgroup.Group
+	for i, a := range actions {
+		if a == nil {
+			continue // nothing to wait for; counted by deleteServer
 		}
+		g.Go(func() error {
+			errs[i] = p.deps.Waiter.Wait(ctx, a)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if taskCtx.Err() != nil && slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		return // Close gave up; the API finishes the deletes anyway
 	}
 	var done []*servercache.Server
 	for i, s := range servers {
-		a := actions[i]
-		var e error
-		switch {
-		case a != nil && failedByAction[a.ID] != nil:
-			e = failedByAction[a.ID]
-		case err != nil && len(failedByAction) == 0:
-			e = err // not an action failure: a timeout or a vanished action
-		}
-		if a == nil {
-			done = append(done, s) // nothing to wait for; counted by deleteServer
+		if actions[i] == nil {
+			done = append(done, s)
 			continue
 		}
-		if e != nil {
+		if e := errs[i]; e != nil {
 			p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultError, errorCode(e)).Inc()
 			p.log.Error("server delete failed", zap.String("server", s.Name), zap.Int64("server_id", s.ID), zap.Error(e))
 			// Undo the deleting mark in the cache: the server is still
@@ -398,16 +400,6 @@ func (p *Pool) forgetDeleted(servers []*servercache.Server) {
 	p.mu.Unlock()
 	p.log.Info("servers deleted", zap.Int("count", len(ids)))
 	p.observe()
-}
-
-func unwrapJoined(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return slices.Clone(j.Unwrap())
-	}
-	return []error{err}
 }
 
 // prefixToIPNet converts a subnet range for hcloud-go.

@@ -602,3 +602,36 @@ func TestDeleteRequestFailingOnTheWay(t *testing.T) {
 		})
 	}
 }
+
+// TestVanishedDeleteActionConcernsItsServerOnly deletes three servers in
+// one call; the delete action of one vanishes from the API while the
+// others finish. Only that server counts again: the others are deleted
+// and forgotten.
+func TestVanishedDeleteActionConcernsItsServerOnly(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	p := scaled(t, e, "workers", 0, 10, 3)
+	ins := p.Instances()
+	var all []string
+	for _, in := range ins {
+		all = append(all, in.ID)
+	}
+	if err := p.DeleteInstances(t.Context(), all); err != nil {
+		t.Fatal(err)
+	}
+	// The clock stands still: the delete actions run.
+	if n := e.fake.ForgetActions(ins[0].ServerID); n == 0 {
+		t.Fatalf("ForgetActions(%d) removed nothing", ins[0].ServerID)
+	}
+	e.settle(p)
+	servers := e.servers("workers")
+	if len(servers) != 1 || servers[0].ID != ins[0].ServerID {
+		t.Fatalf("fake holds %+v; want only server %d", servers, ins[0].ServerID)
+	}
+	got := p.Instances()
+	if len(got) != 1 || got[0].ServerID != ins[0].ServerID || got[0].State != Running {
+		t.Errorf("Instances() = %+v; want server %d running again, the others gone", got, ins[0].ServerID)
+	}
+	if n := p.TargetSize(); n != 1 {
+		t.Errorf("TargetSize() = %d; want 1", n)
+	}
+}

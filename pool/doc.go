@@ -18,6 +18,18 @@
 // every change happens under the pool's own mutex, which no other pool
 // shares and which is never held during I/O.
 //
+// Every reader and every check (TargetSize, the max check of
+// IncreaseSize, Instances, Status, the membership and min checks of
+// DeleteInstances, DecreaseTargetSize) reads the cache's snapshot under
+// that mutex, together with the claims: one view of one instant. A create
+// flow publishes its server in the cache before it drops the claim under
+// the mutex, and a delete forgets a server in the cache before it drops
+// its deleting mark, so in every view a server is counted exactly once,
+// through its claim or as a listed server. (A snapshot read before taking
+// the mutex could predate a server whose claim is gone once the mutex is
+// held: the server would count zero times, the target would dip and a
+// concurrent IncreaseSize could pass the max.)
+//
 // [Pool.IncreaseSize] checks n > 0 and target+n <= max under that mutex,
 // records n claims and returns at once, without an API call. Each claim
 // picks its server name once ("<pool>-<16 hex digits>") and keeps it for
@@ -47,7 +59,11 @@
 //
 // A transient failure of the create request (a dropped connection, 5xx,
 // timeout, server_error) is sent again with the same name, a bounded
-// number of times. If the earlier attempt created the server and only its
+// number of times. The request and its retries (also hcloud-go's own) end
+// with the claim, except for an attempt on the wire (written, not yet
+// answered), whose outcome is awaited: a claim removed by DeleteInstances
+// sends no further attempt, and the server an earlier attempt may have
+// made is looked up by name and deleted. If the earlier attempt created the server and only its
 // response was lost, the retry gets uniqueness_error; the flow then looks
 // the server up by name and adopts it if it carries the pool's labels (and
 // fails with "name-taken" otherwise). The same look-up follows a create
@@ -117,22 +133,51 @@
 //	owned by a create flow of this process    Creating (also while off
 //	                                          before power-on)
 //	deleted by us, or status deleting         Deleting
-//	initializing, starting                    Creating; after the creation
+//	initializing                              Creating; after the creation
 //	                                          timeout: error Other
 //	                                          "not-started"
-//	off                                       Running; Creating/"not-started"
-//	                                          as above if the pool creates
-//	                                          servers stopped (subnet range)
-//	running, stopping, migrating, rebuilding  Running
+//	starting, running, off, stopping,         Running
+//	migrating, rebuilding
 //	unknown, anything else                    Running
 //
-// "not-started" marks servers a restart left behind mid-create: the
-// autoscaler deletes Creating instances with an error. An off server of a
-// pool that starts servers at create was started once, so it was stopped
-// later: its node is NotReady and the autoscaler's unready-node logic, not
-// failed-creation cleanup, applies. Only failed creations carry error
-// info; "unknown" is plain Running, for the reason given under Deleting
-// and shrinking.
+// # Server lifecycle
+//
+// The autoscaler deletes every Creating instance with an error on its next
+// loop, without drain and below min size, so "not-started" is reported
+// only for a server that has certainly never run. Hetzner's statuses
+// follow each other like this:
+//
+//	(create)      initializing -> off            created stopped
+//	              initializing -> starting -> running
+//	power on      off -> starting -> running
+//	reset         running -> starting -> running
+//	shutdown      running -> stopping -> off
+//	power off     running -> off
+//	rebuild       running|off -> rebuilding -> running|off
+//	migration     running|off -> migrating -> running|off
+//	any time      -> unknown -> the status before
+//	delete        any -> deleting -> (gone)
+//
+// initializing happens only during a server's first creation: no status
+// leads back to it. Every other status can follow a boot, for a node of
+// any age: a person or Hetzner maintenance power-cycles, resets, shuts
+// down, rebuilds or migrates it, and a listing may catch it in any of the
+// statuses on the way. So a listed server is a failed creation only when
+// it is still initializing longer than the creation timeout after its
+// creation began. Anything else that is not running is reported Running:
+// its node goes NotReady, and the autoscaler's unready-node handling
+// (which drains, and keeps min size) applies rather than failed-creation
+// cleanup. DeleteInstances holds min size for it too.
+//
+// A server that a pool with a subnet range created stopped is off until
+// it is attached and powered on. While a create flow of this process owns
+// it, it is Creating; from a listing alone it cannot be told from a node
+// someone shut down, so it is never reported as a failed creation. A
+// restarted process recognises the flows the previous one left unfinished
+// and finishes them (see Restart safety).
+//
+// Only failed creations carry error info; "unknown" is plain Running, for
+// the reason given under Deleting and shrinking.
 //
 // # Deleting and shrinking
 //
@@ -141,15 +186,19 @@
 // take the target below min for servers and pending claims, but failed
 // creations are always removable (the autoscaler deletes failed instances
 // without a min-size cap): placeholders, at no API call, and servers
-// reported as "not-started". A pending claim
+// reported as "not-started" (never run, see "Server lifecycle"); a server
+// that has run keeps min size, whatever status it is in. A pending claim
 // is cancelled; if its create request is in flight, its flow deletes the
 // server once it exists. Delete requests run concurrently (bounded by
 // [WithDeleteConcurrency]); the servers count as deleting at once, and
-// their actions are awaited in one batch in the background. A delete
-// request that fails on the way (the connection dropped, its deadline
-// passed) is resolved by looking the server up: gone or deleting counts as
-// deleted, otherwise the request is sent again while the caller waits. A
-// server whose delete fails counts again.
+// their actions are awaited in the background, each on its own (the
+// Waiter still polls them in shared batches): a delete action that fails,
+// vanishes or times out makes that one server count again, not the rest
+// of the call's servers. A delete request that fails on the way (the
+// connection dropped, its deadline passed) is resolved by looking the
+// server up: gone or deleting counts as deleted, otherwise the request is
+// sent again while the caller waits. A server whose delete fails counts
+// again.
 //
 // An ambiguous outcome is resolved before it is reported: the caller's
 // context bounds only the wait before a delete request is sent. Once sent,

@@ -80,23 +80,46 @@ func ParseClaimID(id string) (pool, name string, ok bool) {
 	return pool, name, true
 }
 
+// neverRan reports whether a listed server has certainly never run.
+// Hetzner shows initializing only while a server is first created (see
+// "Server lifecycle" in the package documentation); every other status
+// can follow a boot: starting after a power-on or reset, off after a
+// shutdown, stopping, rebuilding, migrating, and unknown at any time. So
+// the status alone decides, whatever the server's age, and a server that
+// this process saw running can never show initializing again.
+//
+// An off server that a pool with a subnet range created stopped has not
+// run either, but that is only known to the create flow that made it (or
+// one that resumes it): from a listing it cannot be told from a node that
+// someone shut down, so it counts as one that may have run.
+func neverRan(s *servercache.Server) bool {
+	return s.Status == hcloud.ServerStatusInitializing
+}
+
+// failedCreation reports whether a server that no create flow of this
+// process owns is a failed creation: it has never run ([neverRan]) and
+// its creation began longer than the creation timeout ago. It is the only
+// way a listed server is reported Creating with an error, which the
+// autoscaler deletes on its next loop without drain and below min size,
+// and the only listed server DeleteInstances removes below min.
+func failedCreation(s *servercache.Server, now time.Time, creationTimeout time.Duration) bool {
+	return neverRan(s) && !s.Created.IsZero() && now.Sub(s.Created) > creationTimeout
+}
+
 // serverState maps a server of the pool that no create flow of this
 // process owns to its instance state. Servers we are deleting are handled
 // by the caller.
 //
 //   - deleting: Deleting.
-//   - initializing, starting: Creating; after the creation timeout (counted
-//     from the server's creation) with ErrorInfo Other "not-started",
-//     because a server that has not started by then was left behind by a
-//     restart in the middle of its create flow, and the autoscaler deletes
-//     Creating instances with an error.
-//   - off: the same as initializing when stoppedCreates (the pool creates
-//     servers stopped, so an off server past the timeout may never have
-//     been powered on); otherwise Running: servers of such a pool were
-//     started at creation, so an off server was stopped later, its node is
-//     NotReady and the autoscaler's unready-node handling applies, not
-//     deletion as a failed creation.
-//   - stopping, running, migrating, rebuilding: Running.
+//   - initializing: Creating; once it is a [failedCreation], with
+//     ErrorInfo Other "not-started": a server that has not finished its
+//     first creation by then was left behind by a restart in the middle
+//     of its create flow, or Hetzner failed to build it.
+//   - starting, running, off, stopping, migrating, rebuilding: Running.
+//     Each can follow a boot (a power cycle, reset, shutdown, rebuild or
+//     migration of a node of any age); a node that is not ready meanwhile
+//     is the autoscaler's unready-node handling, which drains, and min
+//     size protects it.
 //   - unknown and statuses this version does not know: Running, without
 //     ErrorInfo. Only a failed creation carries ErrorInfo: the autoscaler
 //     counts an instance with ErrorInfo neither as registered (it has no
@@ -106,10 +129,12 @@ func ParseClaimID(id string) (pool, name string, ok bool) {
 //     server in status unknown that has a node is handled by the
 //     autoscaler's unready-node logic, and one without a node is an
 //     unregistered node, removed after max-node-provision-time.
-func serverState(s *servercache.Server, now time.Time, creationTimeout time.Duration, stoppedCreates bool) (State, *ErrorInfo) {
-	stale := !s.Created.IsZero() && now.Sub(s.Created) > creationTimeout
-	notStarted := func() (State, *ErrorInfo) {
-		if !stale {
+func serverState(s *servercache.Server, now time.Time, creationTimeout time.Duration) (State, *ErrorInfo) {
+	switch s.Status {
+	case hcloud.ServerStatusDeleting:
+		return Deleting, nil
+	case hcloud.ServerStatusInitializing:
+		if !failedCreation(s, now, creationTimeout) {
 			return Creating, nil
 		}
 		return Creating, &ErrorInfo{
@@ -117,19 +142,8 @@ func serverState(s *servercache.Server, now time.Time, creationTimeout time.Dura
 			Code:    CodeNotStarted,
 			Message: fmt.Sprintf("server %s is still %s %s after its creation, longer than the creation timeout %s", s.Name, s.Status, now.Sub(s.Created).Round(time.Second), creationTimeout),
 		}
-	}
-	switch s.Status {
-	case hcloud.ServerStatusDeleting:
-		return Deleting, nil
-	case hcloud.ServerStatusInitializing, hcloud.ServerStatusStarting:
-		return notStarted()
-	case hcloud.ServerStatusOff:
-		if stoppedCreates {
-			return notStarted()
-		}
-		return Running, nil
-	case hcloud.ServerStatusRunning, hcloud.ServerStatusStopping,
-		hcloud.ServerStatusMigrating, hcloud.ServerStatusRebuilding:
+	case hcloud.ServerStatusRunning, hcloud.ServerStatusStarting, hcloud.ServerStatusOff,
+		hcloud.ServerStatusStopping, hcloud.ServerStatusMigrating, hcloud.ServerStatusRebuilding:
 		return Running, nil
 	default:
 		return Running, nil

@@ -234,13 +234,26 @@ func (p *Pool) Config() config.Pool { return p.cfg }
 // shrinks its pending scale-up). It answers from memory: the cache's
 // current snapshot and the pool's claims.
 func (p *Pool) TargetSize() int {
-	snap := p.deps.Cache.Current()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.targetLocked(snap)
+	return p.targetLocked(p.viewLocked())
 }
 
-// targetLocked counts the units that make up the target.
+// viewLocked returns the cache's current snapshot, read under p.mu: with
+// the claims (also read under p.mu) it forms the pool's view of one
+// instant. A create flow publishes its server in the cache before it drops
+// the claim under p.mu, and a delete forgets a server in the cache before
+// it drops the deleting mark under p.mu; so whoever holds p.mu and reads
+// the snapshot then sees a server either through its claim or mark, or in
+// the snapshot, never neither and never both. A snapshot read before
+// taking p.mu could predate a server whose claim is gone by the time the
+// lock is held. p.mu must be held.
+func (p *Pool) viewLocked() *servercache.Snapshot {
+	return p.deps.Cache.Current()
+}
+
+// targetLocked counts the units that make up the target. snap must come
+// from viewLocked under the same hold of p.mu.
 func (p *Pool) targetLocked(snap *servercache.Snapshot) int {
 	n := 0
 	if snap != nil {
@@ -270,17 +283,17 @@ func (p *Pool) deletingLocked(s *servercache.Server) bool {
 	return ok
 }
 
-// snapshot returns the cache's snapshot, listing first if there has never
-// been one: the pool's sizes are meaningless without it.
-func (p *Pool) snapshot(ctx context.Context) (*servercache.Snapshot, error) {
-	if snap := p.deps.Cache.Current(); snap != nil {
-		return snap, nil
+// ensureListed lists the servers if there has never been a listing: the
+// pool's sizes are meaningless without one. The snapshot itself is read
+// later, under p.mu (see viewLocked).
+func (p *Pool) ensureListed(ctx context.Context) error {
+	if p.deps.Cache.Current() != nil {
+		return nil
 	}
-	snap, err := p.deps.Cache.Get(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("pool %q: listing servers: %w", p.cfg.Name, err)
+	if _, err := p.deps.Cache.Get(ctx); err != nil {
+		return fmt.Errorf("pool %q: listing servers: %w", p.cfg.Name, err)
 	}
-	return snap, nil
+	return nil
 }
 
 // owns reports whether a server's labels make it one of the pool's. The

@@ -25,16 +25,19 @@ import (
 // Every unit that TargetSize counts appears here, as the autoscaler
 // requires.
 func (p *Pool) Instances() []Instance {
-	out := p.instances()
-	p.publish(p.statusFrom(out))
+	out, st := p.view()
+	p.publish(st)
 	return out
 }
 
-func (p *Pool) instances() []Instance {
-	snap := p.deps.Cache.Current()
+// view returns the instances and the summary of one instant: both are
+// built under one hold of p.mu from the snapshot read under it, so the
+// target, the counts and the instances always agree.
+func (p *Pool) view() ([]Instance, Status) {
 	now := p.now()
+	st := Status{Name: p.cfg.Name, MinSize: p.cfg.MinSize, MaxSize: p.cfg.MaxSize}
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	snap := p.viewLocked()
 	var out []Instance
 	if snap != nil {
 		for _, s := range snap.Pool(p.cfg.Name) {
@@ -47,6 +50,9 @@ func (p *Pool) instances() []Instance {
 	claims := make([]*claim, 0, len(p.claims))
 	for _, c := range p.claims {
 		claims = append(claims, c)
+		if !c.cancelled && c.phase != claimFailed {
+			st.PendingClaims++
+		}
 	}
 	slices.SortFunc(claims, func(a, b *claim) int {
 		return cmp.Or(a.requested.Compare(b.requested), cmp.Compare(a.name, b.name))
@@ -54,7 +60,25 @@ func (p *Pool) instances() []Instance {
 	for _, c := range claims {
 		out = append(out, p.claimInstanceLocked(c))
 	}
-	return out
+	st.Target = p.targetLocked(snap)
+	p.mu.Unlock()
+
+	for _, in := range out {
+		switch in.State {
+		case Running:
+			st.Running++
+		case Creating:
+			st.Creating++
+		case Deleting:
+			st.Deleting++
+		}
+		if in.Error != nil {
+			st.Failed++
+			st.Errors = append(st.Errors, in)
+		}
+	}
+	st.Unavailable = p.offerings.List()
+	return out, st
 }
 
 func (p *Pool) serverInstanceLocked(s *servercache.Server, now time.Time) Instance {
@@ -63,7 +87,7 @@ func (p *Pool) serverInstanceLocked(s *servercache.Server, now time.Time) Instan
 		in.State = Deleting
 		return in
 	}
-	in.State, in.Error = serverState(s, now, p.opts.creationTimeout, p.stoppedCreates)
+	in.State, in.Error = serverState(s, now, p.opts.creationTimeout)
 	return in
 }
 
@@ -104,47 +128,15 @@ type Status struct {
 
 // Status returns the pool's summary, from memory.
 func (p *Pool) Status() Status {
-	st := p.status()
+	_, st := p.view()
 	p.publish(st)
-	return st
-}
-
-func (p *Pool) status() Status {
-	return p.statusFrom(p.instances())
-}
-
-func (p *Pool) statusFrom(instances []Instance) Status {
-	st := Status{Name: p.cfg.Name, MinSize: p.cfg.MinSize, MaxSize: p.cfg.MaxSize}
-	for _, in := range instances {
-		switch in.State {
-		case Running:
-			st.Running++
-		case Creating:
-			st.Creating++
-		case Deleting:
-			st.Deleting++
-		}
-		if in.Error != nil {
-			st.Failed++
-			st.Errors = append(st.Errors, in)
-		}
-	}
-	snap := p.deps.Cache.Current()
-	p.mu.Lock()
-	st.Target = p.targetLocked(snap)
-	for _, c := range p.claims {
-		if !c.cancelled && c.phase != claimFailed {
-			st.PendingClaims++
-		}
-	}
-	p.mu.Unlock()
-	st.Unavailable = p.offerings.List()
 	return st
 }
 
 // observe refreshes the pool's gauges after a change.
 func (p *Pool) observe() {
-	p.publish(p.status())
+	_, st := p.view()
+	p.publish(st)
 }
 
 // publish sets the pool's gauges; not after Close, which removed them.
@@ -162,4 +154,31 @@ func (p *Pool) publish(st Status) {
 	m.PoolInstances.WithLabelValues(p.cfg.Name, "creating").Set(float64(st.Creating))
 	m.PoolInstances.WithLabelValues(p.cfg.Name, "deleting").Set(float64(st.Deleting))
 	m.PoolInstances.WithLabelValues(p.cfg.Name, "failed").Set(float64(st.Failed))
+}
+
+// CreatesNode reports whether the server behind a node belongs to a create
+// flow of this pool: its provider ID is "hcloud://<id>" of a server whose
+// create request has returned, or, for a node without a provider ID, its
+// name is the server name of a claim. Instances reports such a server
+// before any listing shows it, so a Cluster maps it to the pool with this.
+// It answers from memory, in time linear in the pool's claims.
+func (p *Pool) CreatesNode(providerID, nodeName string) bool {
+	var id int64
+	if providerID != "" {
+		var ok bool
+		if id, ok = servercache.ParseProviderID(providerID); !ok {
+			return false
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if providerID == "" {
+		return p.claims[nodeName] != nil
+	}
+	for _, c := range p.claims {
+		if c.serverID == id {
+			return true
+		}
+	}
+	return false
 }

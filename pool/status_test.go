@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -18,26 +19,30 @@ func TestServerStateMapsEveryStatus(t *testing.T) {
 	now := epoch
 	young, old := now.Add(-time.Minute), now.Add(-timeout-time.Second)
 	notStarted := &ErrorInfo{Class: Other, Code: CodeNotStarted}
+	// Only initializing proves that a server never ran; every other
+	// status can follow a boot, so it is never a failed creation,
+	// however old the server, in pools with or without a subnet range
+	// (the state does not depend on how the pool creates servers). Only
+	// a failed creation carries error info.
 	tests := []struct {
-		status         hcloud.ServerStatus
-		created        time.Time
-		stoppedCreates bool
-		wantState      State
-		wantErr        *ErrorInfo
+		status    hcloud.ServerStatus
+		created   time.Time
+		wantState State
+		wantErr   *ErrorInfo
 	}{
 		{status: hcloud.ServerStatusInitializing, created: young, wantState: Creating},
 		{status: hcloud.ServerStatusInitializing, created: old, wantState: Creating, wantErr: notStarted},
-		{status: hcloud.ServerStatusStarting, created: young, wantState: Creating},
-		{status: hcloud.ServerStatusStarting, created: old, wantState: Creating, wantErr: notStarted},
+		{status: hcloud.ServerStatusStarting, created: young, wantState: Running},
+		{status: hcloud.ServerStatusStarting, created: old, wantState: Running},
+		{status: hcloud.ServerStatusRunning, created: young, wantState: Running},
 		{status: hcloud.ServerStatusRunning, created: old, wantState: Running},
 		{status: hcloud.ServerStatusOff, created: young, wantState: Running},
 		{status: hcloud.ServerStatusOff, created: old, wantState: Running},
-		{status: hcloud.ServerStatusOff, created: young, stoppedCreates: true, wantState: Creating},
-		{status: hcloud.ServerStatusOff, created: old, stoppedCreates: true, wantState: Creating, wantErr: notStarted},
 		{status: hcloud.ServerStatusStopping, created: old, wantState: Running},
 		{status: hcloud.ServerStatusMigrating, created: old, wantState: Running},
 		{status: hcloud.ServerStatusRebuilding, created: old, wantState: Running},
 		{status: hcloud.ServerStatusDeleting, created: old, wantState: Deleting},
+		{status: hcloud.ServerStatusUnknown, created: young, wantState: Running},
 		{status: hcloud.ServerStatusUnknown, created: old, wantState: Running},
 		{status: "hibernating", created: old, wantState: Running},
 	}
@@ -47,12 +52,9 @@ func TestServerStateMapsEveryStatus(t *testing.T) {
 		if tt.created.Equal(old) {
 			name += "/old"
 		}
-		if tt.stoppedCreates {
-			name += "/stopped-creates"
-		}
 		t.Run(name, func(t *testing.T) {
 			s := &servercache.Server{ID: 1, Name: "w-1", Status: tt.status, Created: tt.created}
-			state, info := serverState(s, now, timeout, tt.stoppedCreates)
+			state, info := serverState(s, now, timeout)
 			if state != tt.wantState {
 				t.Errorf("state = %s; want %s", state, tt.wantState)
 			}
@@ -188,5 +190,56 @@ func TestStatusSummarises(t *testing.T) {
 	}
 	if len(st.Unavailable) != 1 || st.Unavailable[0].Code != "placement_error" {
 		t.Errorf("Status().Unavailable = %+v; want cx23 in fsn1 after placement_error", st.Unavailable)
+	}
+}
+
+// TestServerThatRanIsNeverAFailedCreation takes a node that has run for a
+// day through every status a power cycle, reset, shutdown, rebuild,
+// migration or status flicker shows, in pools with and without a subnet
+// range: it is never Creating with an error (which the autoscaler deletes
+// without drain), and at min size DeleteInstances refuses to delete it.
+func TestServerThatRanIsNeverAFailedCreation(t *testing.T) {
+	statuses := []hcloud.ServerStatus{
+		hcloud.ServerStatusStopping, hcloud.ServerStatusOff, hcloud.ServerStatusStarting,
+		hcloud.ServerStatusRebuilding, hcloud.ServerStatusMigrating, hcloud.ServerStatusUnknown,
+		hcloud.ServerStatusRunning,
+	}
+	for _, subnet := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "subnet"}[subnet], func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			cfg := poolConfig("workers", 1, 3)
+			if subnet {
+				e.addReferences()
+				cfg.Network, cfg.SubnetIPRange = "net", mustPrefix("10.0.1.0/24")
+			}
+			id, err := e.fake.AddServer(hcloudtest.ServerInfo{Name: "w-old", Status: hcloud.ServerStatusRunning,
+				Created: epoch.Add(-24 * time.Hour), Labels: cfg.ServerLabels})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := e.newPool(cfg)
+			for _, status := range statuses {
+				if err := e.fake.SetServerStatus(id, status); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.cache.Refresh(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				ins := p.Instances()
+				if len(ins) != 1 || ins[0].State != Running || ins[0].Status != status {
+					t.Fatalf("%s: Instances() = %+v; want the server running", status, ins)
+				}
+				if status != hcloud.ServerStatusUnknown && ins[0].Error != nil {
+					t.Errorf("%s: error info %+v; want none", status, ins[0].Error)
+				}
+				err := p.DeleteInstances(t.Context(), []string{ins[0].ID})
+				if !errors.Is(err, ErrBelowMin) {
+					t.Errorf("%s: DeleteInstances at min = %v; want ErrBelowMin", status, err)
+				}
+			}
+			if got := len(e.servers("workers")); got != 1 {
+				t.Errorf("fake holds %d servers; want the one", got)
+			}
+		})
 	}
 }

@@ -44,8 +44,8 @@ func TestStatus(t *testing.T) {
 	addServers(t, p,
 		hcloudtest.ServerInfo{Name: "workers-1", ServerType: "cpx31", Labels: poolLabels("workers", "prod")},
 		hcloudtest.ServerInfo{Name: "workers-2", ServerType: "cpx31", Labels: poolLabels("workers", "prod")},
-		// Left behind mid-create by a restart: never started.
-		hcloudtest.ServerInfo{Name: "workers-3", ServerType: "cpx31", Status: hcloud.ServerStatusStarting, Created: hourAgo, Labels: poolLabels("workers", "prod")},
+		// Left behind mid-create by a restart: never ran.
+		hcloudtest.ServerInfo{Name: "workers-3", ServerType: "cpx31", Status: hcloud.ServerStatusInitializing, Created: hourAgo, Labels: poolLabels("workers", "prod")},
 		hcloudtest.ServerInfo{Name: "workers-4", ServerType: "cpx31", Status: hcloud.ServerStatusUnknown, Labels: poolLabels("workers", "prod")},
 		hcloudtest.ServerInfo{Name: "arm-1", ServerType: "cax21", Location: "nbg1", Labels: poolLabels("arm-batch", "prod")},
 		// Not this cluster's.
@@ -84,7 +84,7 @@ func TestStatus(t *testing.T) {
 	wantInst := []inst{
 		{"workers-1", "running", "running", ""},
 		{"workers-2", "running", "running", ""},
-		{"workers-3", "creating", "starting", "Other/not-started"},
+		{"workers-3", "creating", "initializing", "Other/not-started"},
 		// Not a failed creation: no error info, or the autoscaler
 		// would count it neither registered nor unregistered.
 		{"workers-4", "running", "unknown", ""},
