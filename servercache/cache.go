@@ -82,8 +82,8 @@ func (c *Cache) Selector() string {
 // continues for the others, bounded by [WithListTimeout].
 //
 // After a failed listing, Get returns that error without listing again for
-// a few seconds (doubling per failure, at most the TTL); [Cache.Current]
-// still has the last snapshot.
+// a few seconds (doubling per failure, at most a minute or the TTL if
+// shorter); [Cache.Current] still has the last snapshot.
 func (c *Cache) Get(ctx context.Context) (*Snapshot, error) {
 	if err := c.refresh.ensure(ctx, false); err != nil {
 		return nil, err
@@ -105,6 +105,13 @@ func (c *Cache) Refresh(ctx context.Context) (*Snapshot, error) {
 // successful listing. It may be expired.
 func (c *Cache) Current() *Snapshot {
 	return c.snap.Load()
+}
+
+// StaleSince returns since when the snapshot has been kept past its
+// expiry because listings failed; zero while it is fresh. [Cache.Current]
+// serves it all that time.
+func (c *Cache) StaleSince() time.Time {
+	return c.refresh.stale()
 }
 
 // ExpiresAt returns when the current snapshot expires, the zero time when

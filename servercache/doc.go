@@ -38,6 +38,33 @@
 // failed listing, Get returns the failure for a short backoff instead of
 // listing again on every call.
 //
+// # Stale but good
+//
+// Both caches follow one rule for reading through API trouble: stale but
+// good beats fresh but failing. A failed fetch never throws away a value
+// that was good; it is retried after a backoff that starts at 5 s and
+// doubles up to one minute (or the TTL if shorter), so the first retry
+// after the API answers again comes within a minute.
+//
+//   - The server-type catalogue, which changes a few times a year, is
+//     served stale: after its TTL, [TypeCatalog.Lookup] and
+//     [TypeCatalog.All] wait at most a second for a new catalogue and
+//     otherwise answer from the one in memory, for up to
+//     [WithMaxStale] ([DefaultTypeMaxStale], 24 hours) after it was
+//     fetched. Templates, prices and create requests thus keep working
+//     through an outage. With no catalogue yet, or an older one, the
+//     fetch's error is returned.
+//   - The server listing's last snapshot stays in [Cache.Current], which
+//     node lookups, instance lists and target sizes read, however long
+//     the outage lasts. [Cache.Get] and [Cache.Refresh] do return the
+//     failure: a caller that decides on what may have changed (the
+//     autoscaler's Refresh, which then skips its loop instead of scaling
+//     on a view it cannot renew) learns that the view is old.
+//
+// [Cache.StaleSince] and [TypeCatalog.StaleSince] tell since when a
+// value has been kept past its expiry; the hcloudscale package exports
+// them as a metric.
+//
 // # Our own changes during a listing
 //
 // A listing takes time, and a create or delete of ours can complete while
