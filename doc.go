@@ -61,7 +61,10 @@
 // [Cluster.PoolForNode] maps a Kubernetes node to its pool by provider ID
 // ("hcloud://<server id>") or node name, from memory in constant time;
 // nodes that are not servers of a pool (control planes, other clusters,
-// Robot servers) map to nil. [Cluster.HasServer] tells whether the server
+// Robot servers) map to nil. [Cluster.PoolForTemplateNode] maps the
+// autoscaler's template nodes, by their pool label or the group in their
+// name: a template copied from a real node keeps that node's provider ID
+// long after its server is gone. [Cluster.HasServer] tells whether the server
 // behind a provider ID still exists, and returns [ErrNotHCloud] for
 // provider IDs of other schemes.
 //
