@@ -64,6 +64,9 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	c.phase = claimCreating
 	p.mu.Unlock()
 	res, err := p.createServer(reqCtx, opts, log)
+	if err != nil && refusedImage(err) {
+		res, err = p.retryWithNewImage(reqCtx, opts, err, log)
+	}
 	release(p.createSem)
 	if err != nil && ambiguous(err) {
 		// The request may have created the server before it failed.
