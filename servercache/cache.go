@@ -13,13 +13,13 @@ import (
 	"github.com/hcloudscale/hcloudscale/config"
 )
 
-// pageSize is the largest page the API serves, and the one
-// hcloud.ServerClient.AllWithOpts asks for.
+// pageSize is the largest page the API serves.
 const pageSize = 50
 
-// ServerLister is the part of hcloud.ServerClient that a [Cache] uses.
+// ServerLister is the part of hcloud.ServerClient that a [Cache] uses:
+// one page of servers and its pagination.
 type ServerLister interface {
-	AllWithOpts(ctx context.Context, opts hcloud.ServerListOpts) ([]*hcloud.Server, error)
+	List(ctx context.Context, opts hcloud.ServerListOpts) ([]*hcloud.Server, *hcloud.Response, error)
 }
 
 var _ ServerLister = (*hcloud.ServerClient)(nil)
@@ -173,9 +173,7 @@ func (c *Cache) list(ctx context.Context) (fetched, error) {
 	c.mu.Unlock()
 
 	fetchedAt := c.clock.Now()
-	raw, err := c.client.AllWithOpts(ctx, hcloud.ServerListOpts{
-		ListOpts: hcloud.ListOpts{PerPage: pageSize, LabelSelector: c.selector},
-	})
+	raw, requests, err := c.listAll(ctx)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -196,6 +194,7 @@ func (c *Cache) list(ctx context.Context) (fetched, error) {
 	return fetched{floor: floor, fields: []zap.Field{
 		zap.Int("servers", snap.Len()),
 		zap.Int("pages", pages),
+		zap.Int("requests", requests),
 		zap.Int("ignored", ignored),
 		zap.Int("reapplied", len(journal)),
 		zap.Duration("budgetFloor", floor),

@@ -11,6 +11,17 @@
 // label, or carry another cluster's, are dropped even if an API answers
 // with them.
 //
+// Pages are numbered and sorted by ID (sort=id:asc), so a new server goes
+// to the end, but a server deleted during the listing from a page already
+// read moves every later server up one place, and one would slide unseen
+// onto that page. The listing watches meta.pagination.total_entries: when
+// it changes between two pages, the listing steps back until a page
+// reaches what it had read completely and pages forward again (usually
+// two more requests), so no server that exists throughout a listing is
+// missed. Only a deletion and a creation between the same two page
+// requests, which leave the total unchanged, can hide a server until the
+// next listing.
+//
 // The listing is indexed once by server ID, by name and by pool into an
 // immutable [Snapshot]. Lookups are map reads with no allocation:
 // [Snapshot.ByNode] maps a Kubernetes node to its server by provider ID
