@@ -107,6 +107,16 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		imageresolve.WithLogger(o.logger),
 	)
 	c.presence = newPresenceCache(&c.client.Server, o.clock)
+	unregisterStale, err := registerStale(o.registerer, &staleSources{
+		servers: c.servers.StaleSince, serverTypes: c.types.StaleSince, images: c.images.StaleSince,
+	})
+	if err != nil {
+		c.closeCaches()
+		c.unregister()
+		return nil, err
+	}
+	unregisterRate := c.unregister
+	c.unregister = func() { unregisterRate(); unregisterStale() }
 
 	refs, soldOut, err := c.check(ctx)
 	if err != nil {

@@ -76,7 +76,11 @@
 // every instance a pool reports maps back, also a claim ID and a server
 // still being created that no listing has shown yet (those by asking the
 // pools, see [pool.Pool.CreatesNode]). Nodes that are not servers of a
-// pool (control planes, other clusters, Robot servers) map to nil. [Cluster.HasServer] tells whether the server
+// pool (control planes, other clusters, Robot servers) map to nil.
+// [Cluster.PoolForTemplateNode] maps the autoscaler's template nodes, by
+// their pool label or the group in their name: a template copied from a
+// real node keeps that node's provider ID long after its server is gone.
+// [Cluster.HasServer] tells whether the server
 // behind a provider ID still exists, and returns [ErrNotHCloud] for
 // provider IDs of other schemes.
 //

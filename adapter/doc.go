@@ -77,7 +77,9 @@
 // With --expander=price the autoscaler ranks scale-up options by node
 // price over the price of the pending pods. NodePrice is the hourly net
 // price of the pool's server type in its location times the hours
-// (template nodes are found by their hcloud/node-group label). PodPrice
+// (template nodes are found by their hcloud/node-group label or the group
+// in their name, also the autoscaler's copies of a real node whose server
+// is gone). PodPrice
 // must not depend on the option, so pods are priced at one rate for the
 // cluster: half of a pool's hourly price pays for its cores and half for
 // its memory, the cheapest pool per core and per GiB sets the rate, and a

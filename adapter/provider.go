@@ -262,8 +262,9 @@ func (p *Provider) NodeGroups() []cloudprovider.NodeGroup {
 // Robot servers (hrobot://, hcloud://bm-), other providers' nodes.
 // Besides real nodes it maps the autoscaler's fake nodes, whose name and
 // provider ID are an instance ID ([pool.ClaimID] for a server still being
-// created), and its copies of template nodes by their hcloud/node-group
-// label.
+// created), and its template nodes by their hcloud/node-group label or the
+// group in their name ([hcloudscale.Cluster.PoolForTemplateNode]), also
+// copies of a real node whose server is gone.
 func (p *Provider) NodeGroupForNode(node *apiv1.Node) (cloudprovider.NodeGroup, error) {
 	if g := p.groupForNode(node); g != nil {
 		return g, nil
@@ -278,8 +279,8 @@ func (p *Provider) groupForNode(node *apiv1.Node) *NodeGroup {
 		return nil
 	}
 	pl := p.cluster.PoolForNode(node.Spec.ProviderID, node.Name)
-	if pl == nil && node.Spec.ProviderID == "" && node.Labels[labelTemplateNode] == "true" {
-		pl = p.cluster.Pool(node.Labels[config.LabelNodeGroup])
+	if pl == nil {
+		pl = p.cluster.PoolForTemplateNode(node.Name, node.Labels)
 	}
 	return p.byPool[pl]
 }

@@ -50,6 +50,23 @@
 //   - Cleanup does nothing: the server outlives the autoscaler's restarts,
 //     and its owner closes the Cluster.
 //
+// # API outages
+//
+// Read answers follow one rule: stale but good beats fresh but failing.
+// While the Hetzner API is down, NodeGroupTemplateNodeInfo and the
+// Pricing calls answer from the server-type catalogue in memory, used up
+// to a day past its fetch (it is refreshed hourly, and within a minute of
+// the API answering again), and waiting at most a second for a new one;
+// NodeGroupNodes, NodeGroupTargetSize and NodeGroupForNode answer from the
+// last listing however old. Refresh does return Unavailable once the
+// listing has expired and cannot be renewed, so the autoscaler skips its
+// loop instead of scaling on a view it cannot renew; the listing is tried
+// again after a backoff of at most a minute. A scale-up accepted during
+// an outage is recorded, and its create fails after its retries and shows
+// as a failed instance of class Other. Nothing is deleted because of an
+// outage. hcloudscale_stale_since_seconds tells since when each read path
+// has been stale.
+//
 // # Status codes
 //
 // NotFound: an unknown node group id. InvalidArgument: a size increase
@@ -85,7 +102,9 @@
 //
 // PricingNodePrice is the hourly net price of the pool's server type in
 // its location times the hours ([pool.Pool.Price]); template nodes are
-// found by their hcloud/node-group label. PricingPodPrice prices a pod's
+// found by their hcloud/node-group label or the group in their name, also
+// the autoscaler's copies of a real node whose server is gone
+// ([hcloudscale.Cluster.PoolForTemplateNode]). PricingPodPrice prices a pod's
 // CPU and memory requests at one cluster-wide rate (see [PodPrice] and
 // [Server.PricingPodPrice]), so that the price expander compares groups
 // on the node price alone. Both accept the current and the legacy request

@@ -17,9 +17,11 @@ import (
 // PricingNodePrice returns what a node of a pool costs over the interval:
 // the hourly net price of the pool's server type in its location times
 // the hours ([pool.Pool.Price]). The autoscaler mostly asks for template
-// nodes, so the pool is found by the node's provider ID or name, else by
-// its hcloud/node-group label, which every template carries. A node of no
-// pool is NotFound; the price expander then skips the option.
+// nodes, so the pool is found by the node's provider ID or name, else as
+// for a template node ([hcloudscale.Cluster.PoolForTemplateNode]: also a
+// copy of a real node whose server is gone), else by its hcloud/node-group
+// label. A node of no pool is NotFound; the price expander then skips the
+// option.
 func (s *Server) PricingNodePrice(_ context.Context, req *protos.PricingNodePriceRequest) (*protos.PricingNodePriceResponse, error) {
 	n := req.GetNode()
 	if n == nil {
@@ -30,6 +32,9 @@ func (s *Server) PricingNodePrice(_ context.Context, req *protos.PricingNodePric
 		return nil, err
 	}
 	p := s.cluster.PoolForNode(n.GetProviderID(), n.GetName())
+	if p == nil {
+		p = s.cluster.PoolForTemplateNode(n.GetName(), n.GetLabels())
+	}
 	if p == nil {
 		p = s.cluster.Pool(n.GetLabels()[config.LabelNodeGroup])
 	}

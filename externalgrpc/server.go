@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/hcloudscale/hcloudscale"
-	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
 	"github.com/hcloudscale/hcloudscale/pool"
 )
@@ -152,26 +151,24 @@ func nodeGroup(p *pool.Pool) *protos.NodeGroup {
 // with an empty id, which the autoscaler reads as "not autoscaled".
 //
 // Besides what [hcloudscale.Cluster.PoolForNode] finds, the autoscaler's
-// template copies of a pool's template node (label
-// cluster-autoscaler.kubernetes.io/template-node=true, no provider ID)
-// are routed by their hcloud/node-group label.
+// template nodes (label cluster-autoscaler.kubernetes.io/template-node=true)
+// are routed by [hcloudscale.Cluster.PoolForTemplateNode]: by their
+// hcloud/node-group label or the group in their name, also when they are
+// copies of a real node whose server is gone.
 func (s *Server) NodeGroupForNode(_ context.Context, req *protos.NodeGroupForNodeRequest) (*protos.NodeGroupForNodeResponse, error) {
 	n := req.GetNode()
 	if n == nil {
 		return nil, status.Error(codes.InvalidArgument, "node is missing")
 	}
 	p := s.cluster.PoolForNode(n.GetProviderID(), n.GetName())
-	if p == nil && n.GetProviderID() == "" && n.GetLabels()[labelTemplateNode] == "true" {
-		p = s.cluster.Pool(n.GetLabels()[config.LabelNodeGroup])
+	if p == nil {
+		p = s.cluster.PoolForTemplateNode(n.GetName(), n.GetLabels())
 	}
 	if p == nil {
 		return &protos.NodeGroupForNodeResponse{NodeGroup: &protos.NodeGroup{}}, nil
 	}
 	return &protos.NodeGroupForNodeResponse{NodeGroup: nodeGroup(p)}, nil
 }
-
-// labelTemplateNode marks the autoscaler's copies of template nodes.
-const labelTemplateNode = "cluster-autoscaler.kubernetes.io/template-node"
 
 // GPULabel returns [GPULabel].
 func (s *Server) GPULabel(context.Context, *protos.GPULabelRequest) (*protos.GPULabelResponse, error) {

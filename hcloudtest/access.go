@@ -320,6 +320,17 @@ func (s *Server) SetImageStatus(id int64, status hcloud.ImageStatus) error {
 	return nil
 }
 
+// DeleteImage removes an image at once, as when its owner deletes a
+// snapshot; creates that name it then fail with invalid_input "image not
+// found", as the API answers. It reports whether the image existed.
+func (s *Server) DeleteImage(id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.st.images[id]
+	delete(s.st.images, id)
+	return ok
+}
+
 // Network describes a network for [Server.AddNetwork].
 type Network struct {
 	Name    string

@@ -57,7 +57,8 @@
 // do in the API (a running one never takes effect);
 // [Server.SetUnavailable] makes creates of a server type and/or location
 // fail with resource_unavailable while the catalogue still offers it (as
-// during Hetzner's shortages); [Server.SetLatency] delays requests.
+// during Hetzner's shortages); [Server.SetLatency] delays requests;
+// [Server.SetOutage] fails every request on every endpoint until lifted.
 // [Server.SetServerTypeAvailable] and [Server.DeprecateServerType] change
 // the catalogue itself.
 //
@@ -76,7 +77,8 @@
 // [Server.Requests] is the request log; [Server.Count] and [Server.Counts]
 // count requests by template, such as "POST /servers" or
 // "GET /actions". [Server.Servers], [Server.AddServer],
-// [Server.SetServerStatus], [Server.DeleteServerNow] and the other Add
+// [Server.SetServerStatus], [Server.DeleteServerNow], [Server.DeleteImage]
+// and the other Add
 // methods read and change the project directly, for example to simulate
 // servers left behind by another tool or a crash, or, a status at a time,
 // a power cycle, reset, rebuild or migration of a server

@@ -64,6 +64,21 @@ type faults struct {
 	actions     []actionFault
 	unavailable map[unavailability]bool
 	latency     time.Duration
+	// outage, when not empty, fails every request with these faults in
+	// turn; outageSeq counts the requests it failed.
+	outage    []RequestFault
+	outageSeq int
+}
+
+// takeOutageFault returns the fault of the next request during an outage,
+// nil when there is none.
+func (f *faults) takeOutageFault() *RequestFault {
+	if len(f.outage) == 0 {
+		return nil
+	}
+	fault := f.outage[f.outageSeq%len(f.outage)]
+	f.outageSeq++
+	return &fault
 }
 
 // takeRequestFault counts one request matching template against every
@@ -124,6 +139,19 @@ func (s *Server) FailRequest(template string, nth int, f RequestFault) {
 		skip:     max(nth, 1) - 1,
 		fault:    f,
 	})
+}
+
+// SetOutage makes every later request, whatever its endpoint, fail as
+// the given faults describe, in turn (the first request gets the first
+// fault, the next the second, and so on, round and round), before rate
+// limiting and authentication, as when the API is down. SetOutage() with
+// no faults ends the outage. A fault with AfterEffect or Drop behaves as
+// for [Server.FailRequest].
+func (s *Server) SetOutage(faults ...RequestFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.faults.outage = append([]RequestFault(nil), faults...)
+	s.st.faults.outageSeq = 0
 }
 
 // DropConnection closes the connection of the nth next request matching

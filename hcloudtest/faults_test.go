@@ -247,3 +247,57 @@ func TestCloseWaitsForRequestsAndCutsLatencyShort(t *testing.T) {
 		t.Errorf("GET /servers = %d; want 1", got)
 	}
 }
+
+func TestSetOutage(t *testing.T) {
+	s, client, _ := newFake(t)
+	s.SetOutage(
+		hcloudtest.RequestFault{Code: "server_error"},
+		hcloudtest.RequestFault{Code: "timeout"},
+	)
+	_, _, errTypes := client.ServerType.List(t.Context(), hcloud.ServerTypeListOpts{})
+	_, _, errImage := client.Image.GetByID(t.Context(), 1)
+	_, _, errServers := client.Server.List(t.Context(), hcloud.ServerListOpts{})
+	// hcloud-go sends a request again after timeout, which then meets
+	// the next fault of the cycle.
+	for _, c := range []struct {
+		what string
+		err  error
+	}{
+		{"GET /server_types", errTypes},
+		{"GET /images/{id}", errImage},
+		{"GET /servers", errServers},
+	} {
+		if !hcloud.IsError(c.err, hcloud.ErrorCodeServerError, hcloud.ErrorCodeTimeout) {
+			t.Errorf("%s during the outage: error = %v; want server_error or timeout", c.what, c.err)
+		}
+	}
+	if got := s.Count("GET /images/{id}"); got != 2 {
+		t.Errorf("GET /images/{id} was sent %d times; want 2 (timeout, then server_error)", got)
+	}
+
+	s.SetOutage()
+	if _, _, err := client.ServerType.List(t.Context(), hcloud.ServerTypeListOpts{}); err != nil {
+		t.Errorf("GET /server_types after the outage: %v", err)
+	}
+}
+
+func TestDeleteImage(t *testing.T) {
+	s, client, _ := newFake(t)
+	id, err := s.AddSnapshot("v1", hcloud.ArchitectureX86, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.DeleteImage(id) || s.DeleteImage(id) {
+		t.Fatal("DeleteImage() of an image = false or of a deleted one = true")
+	}
+	if img, _, err := client.Image.GetByID(t.Context(), id); img != nil || err != nil {
+		t.Errorf("GetByID(deleted image) = %v, %v; want nil, nil", img, err)
+	}
+	_, _, err = client.Server.Create(t.Context(), hcloud.ServerCreateOpts{
+		Name: "s1", ServerType: &hcloud.ServerType{Name: "cx23"}, Image: &hcloud.Image{ID: id},
+		Location: &hcloud.Location{Name: "fsn1"},
+	})
+	if !hcloud.IsError(err, hcloud.ErrorCodeInvalidInput) {
+		t.Errorf("Create() with a deleted image: error = %v; want invalid_input", err)
+	}
+}

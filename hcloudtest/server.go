@@ -310,6 +310,13 @@ func (o outcome) write(w http.ResponseWriter) {
 
 // serve decides the answer; it runs with s.mu held.
 func (s *Server) serve(hr *http.Request, h http.Header, rt *route, pathKnown bool, template string, req *request, bodyErr error) outcome {
+	if fault := s.st.faults.takeOutageFault(); fault != nil {
+		if fault.AfterEffect && rt != nil && bodyErr == nil {
+			s.st.advance(req.now)
+			_, _ = rt.handle(s, req)
+		}
+		return outcome{fault: fault}
+	}
 	if !s.st.limiter.take(req.now, h) {
 		return outcome{err: newError("rate_limit_exceeded", "limit of %d requests per hour reached", s.st.limiter.limit)}
 	}

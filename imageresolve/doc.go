@@ -43,6 +43,24 @@
 // does not cost up to three requests each time. Failed requests are never
 // cached.
 //
+// # Stale but good
+//
+// Image resolution follows the rule of every read path in hcloudscale:
+// stale but good beats fresh but failing. When a lookup after the TTL
+// fails (a request error, not "not found" or "wrong architecture", which
+// are answers), the image resolved before is used again and the lookup
+// is retried every 30 seconds, for up to [WithMaxStale]
+// ([DefaultMaxStale], 24 hours) after the last good lookup; then the error
+// is returned. The first lookup after the API recovers replaces it.
+// [Resolver.StaleSince] tells since when a stale image has been in use; the
+// hcloudscale package exports it as a metric.
+//
+// The other way round, when the API refuses a cached image (a snapshot
+// deleted after a newer one was published), [Resolver.Forget] drops every
+// result that names it, stale or fresh, so the next lookup finds the
+// newer image at once instead of after the TTL. The pool package does
+// this when a create fails because its image is gone.
+//
 // Concurrent lookups of one spec and architecture share one request chain
 // (singleflight). A caller whose context ends returns at once; the lookup
 // goes on for the others under its own deadline ([WithLookupTimeout],

@@ -20,6 +20,12 @@ const (
 	DefaultTTL           = 5 * time.Minute
 	DefaultNegativeTTL   = 30 * time.Second
 	DefaultLookupTimeout = 30 * time.Second
+	// DefaultMaxStale bounds how old a resolved image may be when failed
+	// lookups leave no newer one (see [WithMaxStale]).
+	DefaultMaxStale = 24 * time.Hour
+	// staleRetry is how long a stale image is used after a failed lookup
+	// before the next lookup is tried.
+	staleRetry = 30 * time.Second
 )
 
 // ImageAPI is the part of hcloud-go's image client the resolver uses.
@@ -62,6 +68,19 @@ func WithNegativeTTL(d time.Duration) Option {
 	return func(r *Resolver) { r.negativeTTL = d }
 }
 
+// WithMaxStale bounds the age of a stale image. When a lookup after the
+// TTL fails (a failed request, not "not found"), the image resolved
+// before is used again, and looked up again every 30 seconds, until it was
+// resolved more than d ago; then the lookup's error is returned. d <= 0
+// keeps [DefaultMaxStale].
+func WithMaxStale(d time.Duration) Option {
+	return func(r *Resolver) {
+		if d > 0 {
+			r.maxStale = d
+		}
+	}
+}
+
 // WithLookupTimeout bounds one lookup (all of its requests). A lookup runs on
 // after the caller that started it gives up, for the callers that share it,
 // so it needs a bound of its own. d <= 0 keeps [DefaultLookupTimeout].
@@ -99,6 +118,7 @@ type Resolver struct {
 	api           ImageAPI
 	ttl           time.Duration
 	negativeTTL   time.Duration
+	maxStale      time.Duration
 	lookupTimeout time.Duration
 	clock         Clock
 	log           *zap.Logger
@@ -109,7 +129,8 @@ type Resolver struct {
 	// mu guards everything below.
 	mu sync.Mutex
 	// cache keeps one entry per spec and arch; specs come from the
-	// configuration, so it stays as small as the number of pools.
+	// configuration, so it stays as small as the number of pools. An
+	// expired entry with an image stays as the stale fallback.
 	cache  map[cacheKey]entry
 	gen    uint64 // bumped by Invalidate; results of older lookups are dropped
 	warned map[int64]struct{}
@@ -128,6 +149,10 @@ type entry struct {
 	img     *Image // nil when err is set
 	err     error
 	expires time.Time
+	// resolved is when img was last looked up successfully; staleSince
+	// is when a failed lookup first made it serve stale, zero while fresh.
+	resolved   time.Time
+	staleSince time.Time
 }
 
 // New returns a Resolver over api, typically &client.Image of an
@@ -137,6 +162,7 @@ func New(api ImageAPI, opts ...Option) *Resolver {
 		api:           api,
 		ttl:           DefaultTTL,
 		negativeTTL:   DefaultNegativeTTL,
+		maxStale:      DefaultMaxStale,
 		lookupTimeout: DefaultLookupTimeout,
 		clock:         systemClock{},
 		log:           zap.NewNop(),
@@ -179,7 +205,9 @@ func (r *Resolver) Resolve(ctx context.Context, spec config.ImageSpec, arch conf
 			r.mu.Unlock()
 			return e.result()
 		}
-		delete(r.cache, key)
+		if e.img == nil {
+			delete(r.cache, key)
+		}
 	}
 	gen := r.gen
 	r.mu.Unlock()
@@ -227,6 +255,41 @@ func (r *Resolver) ResolvePool(ctx context.Context, p *config.Pool, arch config.
 		return nil, fmt.Errorf("pool %q: %w", p.Name, err)
 	}
 	return img, nil
+}
+
+// Forget drops every cached result that resolved to image id, fresh or
+// stale, so that the next Resolve of those specs asks the API. Call it
+// when the API refuses the image, for example because a snapshot was
+// deleted. It reports whether anything was dropped.
+func (r *Resolver) Forget(id int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	dropped := false
+	for k, e := range r.cache {
+		if e.img != nil && e.img.ID == id {
+			delete(r.cache, k)
+			dropped = true
+		}
+	}
+	if dropped {
+		// A lookup in flight may still store the image it found.
+		r.gen++
+	}
+	return dropped
+}
+
+// StaleSince returns since when the oldest image in use has been served
+// stale because lookups failed; zero when none is.
+func (r *Resolver) StaleSince() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var since time.Time
+	for _, e := range r.cache {
+		if !e.staleSince.IsZero() && (since.IsZero() || e.staleSince.Before(since)) {
+			since = e.staleSince
+		}
+	}
+	return since
 }
 
 // Invalidate forgets every cached result, so the next Resolve asks the API.
@@ -280,13 +343,34 @@ func (r *Resolver) fetch(callerCtx context.Context, key cacheKey, hArch hcloud.A
 	img, err := r.lookup(ctx, key.spec, key.arch, hArch)
 	now := r.clock.Now()
 
+	var staleErr error
+	var staleResolved time.Time
 	r.mu.Lock()
 	if r.gen == gen {
+		old, hadOld := r.cache[key]
 		switch {
 		case err == nil && r.ttl > 0:
-			r.cache[key] = entry{img: img, expires: now.Add(r.ttl)}
-		case err != nil && r.negativeTTL > 0 && definitive(err):
+			r.cache[key] = entry{img: img, expires: now.Add(r.ttl), resolved: now}
+		case err == nil:
+			delete(r.cache, key)
+		case definitive(err) && r.negativeTTL > 0:
 			r.cache[key] = entry{err: err, expires: now.Add(r.negativeTTL)}
+		case definitive(err):
+			delete(r.cache, key)
+		case hadOld && old.img != nil && now.Sub(old.resolved) <= r.maxStale:
+			// Stale but good: the image resolved before serves until the
+			// next try, unless the lookup was only cut short by Close.
+			if !r.closed {
+				if old.staleSince.IsZero() {
+					old.staleSince = start
+				}
+				old.expires = now.Add(min(staleRetry, r.ttl))
+				r.cache[key] = old
+				staleErr, staleResolved = err, old.resolved
+				img, err = old.img, nil
+			}
+		case hadOld:
+			delete(r.cache, key)
 		}
 	}
 	warn := false
@@ -301,6 +385,11 @@ func (r *Resolver) fetch(callerCtx context.Context, key cacheKey, hArch hcloud.A
 	if err != nil {
 		log.Debug("image lookup failed", zap.Error(err), zap.Duration("took", now.Sub(start)))
 		return nil, err
+	}
+	if staleErr != nil {
+		log.Warn("image lookup failed; using the image resolved before until a lookup succeeds",
+			zap.Int64("image_id", img.ID), zap.Time("resolved", staleResolved), zap.Error(staleErr))
+		return img, nil
 	}
 	log.Debug("image resolved", zap.Int64("image_id", img.ID), zap.Duration("took", now.Sub(start)))
 	if warn {

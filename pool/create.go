@@ -70,6 +70,9 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	c.phase = claimCreating
 	p.mu.Unlock()
 	res, err := p.createServer(reqCtx, opts, log)
+	if err != nil && refusedImage(err) {
+		res, err = p.retryWithNewImage(reqCtx, opts, err, log)
+	}
 	release(p.createSem)
 	// hcloud-go's own retries return the last attempt's error, not the
 	// context's, when the context ends between attempts: an earlier

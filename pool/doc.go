@@ -73,6 +73,27 @@
 // (at the waiter's interval) until it runs, and only then counts it as
 // running.
 //
+// A create refused with invalid_input or not_found may name an image that
+// is gone (a snapshot deleted after a newer one was published, within the
+// resolver's cache TTL): the flow drops the cached resolution
+// (imageresolve's Forget), resolves the image again and, when that names
+// another image, sends the create once more with it and the same name.
+// The claim fails only if that fails too.
+//
+// # Stale but good
+//
+// Reads that a create, a template or a price needs follow one rule:
+// stale but good beats fresh but failing. When the API is down, the
+// server-type catalogue and resolved images are used past their TTLs
+// (for up to a day; see servercache and imageresolve), so TemplateNode
+// and Price keep answering and a create is not refused for want of a
+// catalogue or an image; Nodes, Instances and TargetSize answer from the
+// last listing, as always. A create request itself cannot be answered
+// from memory: during an outage it fails after its retries and becomes a
+// placeholder of class Other, which the autoscaler deletes and backs the
+// pool off from. Nothing is deleted because of an outage: a server that
+// cannot be looked up keeps its last known state.
+//
 // Any failure after the server exists deletes it and waits for that
 // delete, retrying a bounded number of times (logged at error if all
 // fail: the server keeps its labels, so the next listing shows it). The

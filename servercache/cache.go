@@ -13,13 +13,13 @@ import (
 	"github.com/hcloudscale/hcloudscale/config"
 )
 
-// pageSize is the largest page the API serves, and the one
-// hcloud.ServerClient.AllWithOpts asks for.
+// pageSize is the largest page the API serves.
 const pageSize = 50
 
-// ServerLister is the part of hcloud.ServerClient that a [Cache] uses.
+// ServerLister is the part of hcloud.ServerClient that a [Cache] uses:
+// one page of servers and its pagination.
 type ServerLister interface {
-	AllWithOpts(ctx context.Context, opts hcloud.ServerListOpts) ([]*hcloud.Server, error)
+	List(ctx context.Context, opts hcloud.ServerListOpts) ([]*hcloud.Server, *hcloud.Response, error)
 }
 
 var _ ServerLister = (*hcloud.ServerClient)(nil)
@@ -86,8 +86,8 @@ func (c *Cache) Selector() string {
 // continues for the others, bounded by [WithListTimeout].
 //
 // After a failed listing, Get returns that error without listing again for
-// a few seconds (doubling per failure, at most the TTL); [Cache.Current]
-// still has the last snapshot.
+// a few seconds (doubling per failure, at most a minute or the TTL if
+// shorter); [Cache.Current] still has the last snapshot.
 func (c *Cache) Get(ctx context.Context) (*Snapshot, error) {
 	if err := c.refresh.ensure(ctx, false); err != nil {
 		return nil, err
@@ -109,6 +109,13 @@ func (c *Cache) Refresh(ctx context.Context) (*Snapshot, error) {
 // successful listing. It may be expired.
 func (c *Cache) Current() *Snapshot {
 	return c.snap.Load()
+}
+
+// StaleSince returns since when the snapshot has been kept past its
+// expiry because listings failed; zero while it is fresh. [Cache.Current]
+// serves it all that time.
+func (c *Cache) StaleSince() time.Time {
+	return c.refresh.stale()
 }
 
 // ExpiresAt returns when the current snapshot expires, the zero time when
@@ -170,9 +177,7 @@ func (c *Cache) list(ctx context.Context) (fetched, error) {
 	c.mu.Unlock()
 
 	fetchedAt := c.clock.Now()
-	raw, err := c.client.AllWithOpts(ctx, hcloud.ServerListOpts{
-		ListOpts: hcloud.ListOpts{PerPage: pageSize, LabelSelector: c.selector},
-	})
+	raw, requests, err := c.listAll(ctx)
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -193,6 +198,7 @@ func (c *Cache) list(ctx context.Context) (fetched, error) {
 	return fetched{floor: floor, fields: []zap.Field{
 		zap.Int("servers", snap.Len()),
 		zap.Int("pages", pages),
+		zap.Int("requests", requests),
 		zap.Int("ignored", ignored),
 		zap.Int("reapplied", len(journal)),
 		zap.Duration("budgetFloor", floor),

@@ -133,7 +133,7 @@ func TestGetReturnsOnlyTheClustersPoolServers(t *testing.T) {
 			if len(reqs) != 1 {
 				t.Fatalf("made %d requests; want 1 listing page", len(reqs))
 			}
-			wantQuery := url.Values{"label_selector": {tt.wantSelector}, "page": {"1"}, "per_page": {"50"}}
+			wantQuery := url.Values{"label_selector": {tt.wantSelector}, "page": {"1"}, "per_page": {"50"}, "sort": {"id:asc"}}
 			if diff := cmp.Diff(wantQuery, reqs[0].Query); diff != "" {
 				t.Errorf("listing query mismatch (-want +got):\n%s", diff)
 			}

@@ -13,6 +13,17 @@
 // another cluster's label, are dropped even if an API answers with them
 // ([config.InCluster]).
 //
+// Pages are numbered and sorted by ID (sort=id:asc), so a new server goes
+// to the end, but a server deleted during the listing from a page already
+// read moves every later server up one place, and one would slide unseen
+// onto that page. The listing watches meta.pagination.total_entries: when
+// it changes between two pages, the listing steps back until a page
+// reaches what it had read completely and pages forward again (usually
+// two more requests), so no server that exists throughout a listing is
+// missed. Only a deletion and a creation between the same two page
+// requests, which leave the total unchanged, can hide a server until the
+// next listing.
+//
 // The listing is indexed once by server ID, by name and by pool into an
 // immutable [Snapshot]. Lookups are map reads with no allocation:
 // [Snapshot.ByNode] maps a Kubernetes node to its server by provider ID
@@ -39,6 +50,33 @@
 // listing continues for the others, bounded by [WithListTimeout]. After a
 // failed listing, Get returns the failure for a short backoff instead of
 // listing again on every call.
+//
+// # Stale but good
+//
+// Both caches follow one rule for reading through API trouble: stale but
+// good beats fresh but failing. A failed fetch never throws away a value
+// that was good; it is retried after a backoff that starts at 5 s and
+// doubles up to one minute (or the TTL if shorter), so the first retry
+// after the API answers again comes within a minute.
+//
+//   - The server-type catalogue, which changes a few times a year, is
+//     served stale: after its TTL, [TypeCatalog.Lookup] and
+//     [TypeCatalog.All] wait at most a second for a new catalogue and
+//     otherwise answer from the one in memory, for up to
+//     [WithMaxStale] ([DefaultTypeMaxStale], 24 hours) after it was
+//     fetched. Templates, prices and create requests thus keep working
+//     through an outage. With no catalogue yet, or an older one, the
+//     fetch's error is returned.
+//   - The server listing's last snapshot stays in [Cache.Current], which
+//     node lookups, instance lists and target sizes read, however long
+//     the outage lasts. [Cache.Get] and [Cache.Refresh] do return the
+//     failure: a caller that decides on what may have changed (the
+//     autoscaler's Refresh, which then skips its loop instead of scaling
+//     on a view it cannot renew) learns that the view is old.
+//
+// [Cache.StaleSince] and [TypeCatalog.StaleSince] tell since when a
+// value has been kept past its expiry; the hcloudscale package exports
+// them as a metric.
 //
 // # Our own changes during a listing
 //

@@ -68,8 +68,8 @@ func seqRand(values ...float64) func() float64 {
 	}
 }
 
-// heldLister lists through the real client and then holds the result
-// until released, so that a test can change the API and the cache while a
+// heldLister lists a page through the real client and then holds the
+// result until released, so that a test can change the API and the cache while a
 // listing that has already read the API is still in flight.
 type heldLister struct {
 	inner   ServerLister
@@ -81,11 +81,11 @@ func newHeldLister(inner ServerLister) *heldLister {
 	return &heldLister{inner: inner, read: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (h *heldLister) AllWithOpts(ctx context.Context, opts hcloud.ServerListOpts) ([]*hcloud.Server, error) {
-	servers, err := h.inner.AllWithOpts(ctx, opts)
+func (h *heldLister) List(ctx context.Context, opts hcloud.ServerListOpts) ([]*hcloud.Server, *hcloud.Response, error) {
+	servers, resp, err := h.inner.List(ctx, opts)
 	h.read <- struct{}{}
 	<-h.release
-	return servers, err
+	return servers, resp, err
 }
 
 // serverIDs returns the IDs of a snapshot's servers, nil for a nil snapshot.

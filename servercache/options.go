@@ -9,8 +9,11 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultTTL           = 60 * time.Second
-	DefaultTypeTTL       = time.Hour
+	DefaultTTL     = 60 * time.Second
+	DefaultTypeTTL = time.Hour
+	// DefaultTypeMaxStale bounds how old a server-type catalogue may be
+	// when a failed refresh leaves no newer one (see [WithMaxStale]).
+	DefaultTypeMaxStale  = 24 * time.Hour
 	DefaultJitter        = 0.1
 	DefaultListingBudget = 180 // requests per hour: 5% of Hetzner's default 3,600
 	DefaultListTimeout   = 2 * time.Minute
@@ -38,6 +41,7 @@ type options struct {
 	jitter      float64
 	budget      int
 	listTimeout time.Duration
+	maxStale    time.Duration
 	rand        func() float64
 	clock       Clock
 	logger      *zap.Logger
@@ -48,6 +52,7 @@ func newOptions(opts []Option) options {
 		jitter:      DefaultJitter,
 		budget:      DefaultListingBudget,
 		listTimeout: DefaultListTimeout,
+		maxStale:    DefaultTypeMaxStale,
 		rand:        rand.Float64,
 		clock:       systemClock{},
 		logger:      zap.NewNop(),
@@ -123,6 +128,20 @@ func WithListTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
 			o.listTimeout = d
+		}
+	}
+}
+
+// WithMaxStale bounds the age of a stale [TypeCatalog]: after its TTL,
+// a fetch that fails (or does not answer within a second) leaves the
+// catalogue in memory in use, until it is older than d; then lookups fail
+// with the fetch's error until one succeeds. The default is
+// DefaultTypeMaxStale; a non-positive d keeps it. Cache ignores it: its
+// Get reports a failed listing at once.
+func WithMaxStale(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.maxStale = d
 		}
 	}
 }

@@ -15,10 +15,20 @@ import (
 var ErrClosed = errors.New("servercache: closed")
 
 // failureBackoff is the pause after a failed listing before Get lists
-// again; it doubles per consecutive failure up to the TTL. Without it, a
-// caller that polls every few seconds would spend the API budget on a
-// listing that keeps failing after many pages.
-const failureBackoff = 5 * time.Second
+// again; it doubles per consecutive failure up to maxFailureBackoff (or
+// the TTL if that is shorter). Without it, a caller that polls every few
+// seconds would spend the API budget on a listing that keeps failing after
+// many pages; with the cap, a value is fetched again within a minute of
+// the API answering again.
+const (
+	failureBackoff    = 5 * time.Second
+	maxFailureBackoff = time.Minute
+)
+
+// staleWait is how long a reader that could be served stale data waits
+// for a fetch before it takes the stale value. hcloud-go retries a failing
+// request for several seconds, longer than an autoscaler call may take.
+const staleWait = time.Second
 
 // refresher decides when a cached value must be fetched again and turns
 // concurrent fetches into one. The value itself is stored by fetch.
@@ -45,8 +55,13 @@ type refresher struct {
 	failures  int    // consecutive failed fetches
 	retryAt   time.Time
 	lastErr   error
-	closed    bool
-	cancel    context.CancelFunc // of the fetch in flight, nil when none
+	// lastOKAt is when the last successful fetch ended; staleSince is when
+	// a fetch after the value expired first failed, zero while the value
+	// is fresh or was never served stale.
+	lastOKAt   time.Time
+	staleSince time.Time
+	closed     bool
+	cancel     context.CancelFunc // of the fetch in flight, nil when none
 }
 
 // fetched describes a successful fetch.
@@ -153,6 +168,9 @@ func (r *refresher) run(ctx context.Context, force bool, ticket uint64) error {
 	if err != nil {
 		r.failures++
 		r.lastErr = err
+		if r.fetched && r.staleSince.IsZero() && !now.Before(r.expiresAt) {
+			r.staleSince = start
+		}
 		r.retryAt = now.Add(r.backoffLocked())
 		r.log.Warn("listing "+r.what+" failed",
 			zap.Duration("took", now.Sub(start)),
@@ -161,8 +179,14 @@ func (r *refresher) run(ctx context.Context, force bool, ticket uint64) error {
 			zap.Error(err))
 		return err
 	}
+	if !r.staleSince.IsZero() {
+		r.log.Info("listed "+r.what+" again after failures; the stale value is replaced",
+			zap.Time("staleSince", r.staleSince))
+	}
 	r.failures, r.lastErr, r.retryAt = 0, nil, time.Time{}
+	r.staleSince = time.Time{}
 	r.fetched = true
+	r.lastOKAt = now
 	r.lastOK = seq
 	if gen == r.gen {
 		r.expiresAt = now.Add(r.interval(res.floor))
@@ -187,11 +211,61 @@ func (r *refresher) interval(floor time.Duration) time.Duration {
 }
 
 func (r *refresher) backoffLocked() time.Duration {
+	limit := min(r.ttl, maxFailureBackoff)
 	d := failureBackoff
-	for i := 1; i < r.failures && d < r.ttl; i++ {
+	for i := 1; i < r.failures && d < limit; i++ {
 		d *= 2
 	}
-	return min(d, r.ttl)
+	return min(d, limit)
+}
+
+// ensureStale is ensure for a reader that prefers a stale value to an
+// error. With no value yet, or one fetched more than maxStale ago, it is
+// ensure. Otherwise it starts or joins a fetch when none is due to
+// back off, waits for it at most staleWait, and returns nil whether the
+// fetch succeeded, failed or is still running: the caller reads the
+// value in memory, fresh or not.
+func (r *refresher) ensureStale(ctx context.Context, maxStale time.Duration) error {
+	r.mu.Lock()
+	switch {
+	case r.closed:
+		r.mu.Unlock()
+		return ErrClosed
+	case r.freshLocked():
+		r.mu.Unlock()
+		return nil
+	case !r.fetched || maxStale <= 0 || r.clock.Now().Sub(r.lastOKAt) > maxStale:
+		r.mu.Unlock()
+		return r.ensure(ctx, false)
+	case r.backingOffLocked() != nil:
+		r.mu.Unlock()
+		return nil
+	}
+	ticket := r.started
+	r.mu.Unlock()
+
+	ch := r.group.DoChan("", func() (any, error) {
+		return nil, r.run(ctx, false, ticket)
+	})
+	t := time.NewTimer(staleWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// stale returns since when the value has been served stale, zero while it
+// is fresh or before the first failure after it expired.
+func (r *refresher) stale() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.freshLocked() {
+		return time.Time{}
+	}
+	return r.staleSince
 }
 
 func (r *refresher) freshLocked() bool {

@@ -63,13 +63,15 @@ var _ ServerTypeLister = (*hcloud.ServerTypeClient)(nil)
 
 // TypeCatalog caches the server-type catalogue like a [Cache] caches
 // servers: a TTL (DefaultTypeTTL) with jitter, coalesced fetches, callers
-// that stop waiting when their ctx ends. Its methods are safe for
-// concurrent use.
+// that stop waiting when their ctx ends. Unlike a Cache it prefers a stale
+// catalogue to an error (see "Stale but good" in the package
+// documentation). Its methods are safe for concurrent use.
 type TypeCatalog struct {
-	client  ServerTypeLister
-	log     *zap.Logger
-	refresh *refresher
-	types   atomic.Pointer[typeSet]
+	client   ServerTypeLister
+	log      *zap.Logger
+	refresh  *refresher
+	maxStale time.Duration
+	types    atomic.Pointer[typeSet]
 }
 
 type typeSet struct {
@@ -86,25 +88,27 @@ func NewTypeCatalog(client ServerTypeLister, opts ...Option) *TypeCatalog {
 	if ttl == 0 {
 		ttl = DefaultTypeTTL
 	}
-	c := &TypeCatalog{client: client, log: o.logger.Named("servercache").Named("types")}
+	c := &TypeCatalog{client: client, log: o.logger.Named("servercache").Named("types"), maxStale: o.maxStale}
 	c.refresh = newRefresher("server types", ttl, o, c.log, c.fetch)
 	return c
 }
 
 // Lookup returns the server type with the given name, fetching the
 // catalogue first when it is missing or expired; nil, nil when there is no
-// such type.
+// such type. When a fetch after the TTL fails or is slow, Lookup answers
+// from the catalogue in memory while it is younger than [WithMaxStale].
 func (c *TypeCatalog) Lookup(ctx context.Context, name string) (*ServerType, error) {
-	if err := c.refresh.ensure(ctx, false); err != nil {
+	if err := c.refresh.ensureStale(ctx, c.maxStale); err != nil {
 		return nil, err
 	}
 	return c.types.Load().byName[name], nil
 }
 
 // All returns every server type, fetching first when the catalogue is
-// missing or expired. The slice is shared: do not modify it.
+// missing or expired, and falling back to a stale catalogue as Lookup
+// does. The slice is shared: do not modify it.
 func (c *TypeCatalog) All(ctx context.Context) ([]*ServerType, error) {
-	if err := c.refresh.ensure(ctx, false); err != nil {
+	if err := c.refresh.ensureStale(ctx, c.maxStale); err != nil {
 		return nil, err
 	}
 	return c.types.Load().list, nil
@@ -116,6 +120,13 @@ func (c *TypeCatalog) Current() []*ServerType {
 		return t.list
 	}
 	return nil
+}
+
+// StaleSince returns since when lookups have been answered from an expired
+// catalogue because fetching a new one failed; zero while the catalogue is
+// fresh.
+func (c *TypeCatalog) StaleSince() time.Time {
+	return c.refresh.stale()
 }
 
 // Invalidate makes the next lookup fetch.

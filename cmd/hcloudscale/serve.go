@@ -229,8 +229,7 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 	healthpb.RegisterHealthServer(gs, hs)
 	var hgs *grpc.Server
 	if healthLis != nil {
-		hgs = grpc.NewServer()
-		healthpb.RegisterHealthServer(hgs, hs)
+		hgs, healthLis = newHealthServer(healthLis, hs, defaultHealthLimits)
 	}
 	var metricsSrv *http.Server
 	if metricsLis != nil {
