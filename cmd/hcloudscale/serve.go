@@ -205,6 +205,7 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 	if err := errors.Join(
 		reg.Register(collectors.NewGoCollector()),
 		reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})),
+		reg.Register(newBuildInfoCollector()),
 	); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
