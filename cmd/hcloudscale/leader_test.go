@@ -335,3 +335,24 @@ func TestLeaderLosesLease(t *testing.T) {
 		t.Errorf("servers after the exit: %+v from %d create requests; want one running from 1", servers, e.fake.Count("POST /servers"))
 	}
 }
+
+func TestLeaderFlagValidation(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"renew deadline not below lease duration", []string{"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=10s"},
+			"--leader-elect-renew-deadline 10s: must be below --leader-elect-lease-duration 10s"},
+		{"retry period too long", []string{"--leader-elect-retry-period=9s"}, "must exceed 1.2 × --leader-elect-retry-period 9s"},
+		{"negative duration", []string{"--leader-elect-lease-duration=-1s"}, "--leader-elect-lease-duration -1s: must be positive"},
+		{"empty lease name", []string{"--leader-elect-resource-name="}, "--leader-elect-resource-name: must not be empty"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCmd(t, runServe, config.Env{}, append([]string{"--nodes=0:1:cx23:fsn1:workers", "--leader-elect"}, c.args...)...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+				t.Errorf("serve %q = %d, stderr %q; want %d and %q", c.args, r.code, r.stderr, exitUsage, c.want)
+			}
+		})
+	}
+}
