@@ -33,7 +33,11 @@ type k8sObject struct {
 		Template struct {
 			Spec struct {
 				ServiceAccountName string `yaml:"serviceAccountName"`
-				Affinity           struct {
+				SecurityContext    struct {
+					RunAsNonRoot bool `yaml:"runAsNonRoot"`
+					RunAsUser    int  `yaml:"runAsUser"`
+				} `yaml:"securityContext"`
+				Affinity struct {
 					PodAntiAffinity struct {
 						Required []struct {
 							TopologyKey string `yaml:"topologyKey"`
@@ -182,6 +186,25 @@ func TestExternalGRPCManifest(t *testing.T) {
 	}
 	if !strings.Contains(string(dockerfile), `ENTRYPOINT ["/hcloudscale"]`) || !strings.Contains(string(dockerfile), "./cmd/hcloudscale") {
 		t.Error(`Dockerfile: want ENTRYPOINT ["/hcloudscale"] built from ./cmd/hcloudscale`)
+	}
+	// The build the README describes: static, reproducible paths, the
+	// link-time variables that exist (readBuildInfo reads both), cross-
+	// compiled per target platform, a final stage of certificates and the
+	// binary, run as the non-root user the manifest names.
+	for _, want := range []string{
+		"CGO_ENABLED=0", "-trimpath", "GOOS=$TARGETOS", "GOARCH=$TARGETARCH",
+		"-X github.com/hcloudscale/hcloudscale.Version=", "-X main.commit=",
+		"\nFROM scratch\n", "COPY --from=build /etc/ssl/certs/ca-certificates.crt", "\nUSER 65532:65532\n",
+	} {
+		if !strings.Contains(string(dockerfile), want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+	if sc := dep.Spec.Template.Spec.SecurityContext; !sc.RunAsNonRoot || sc.RunAsUser != 65532 {
+		t.Errorf("pod securityContext %+v; want runAsNonRoot with the image's user 65532", sc)
+	}
+	if n := strings.Count(string(dockerfile), "\nCOPY --from=build"); n != 2 {
+		t.Errorf("Dockerfile's final stage copies %d things from the build; want the certificates and the binary", n)
 	}
 
 	// The arguments are serve's own flags and pass its checks.
