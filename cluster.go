@@ -334,14 +334,6 @@ func (c *Cluster) Refresh(ctx context.Context) error {
 	return err
 }
 
-// RefreshNow lists the servers now, whatever the TTL. A replica that has
-// just become the leader calls it before it changes anything: its listing
-// may be older than the servers the previous leader created.
-func (c *Cluster) RefreshNow(ctx context.Context) error {
-	_, err := c.servers.Refresh(ctx)
-	return err
-}
-
 // ServerTypes returns the server-type catalogue, cached.
 func (c *Cluster) ServerTypes(ctx context.Context) ([]*servercache.ServerType, error) {
 	return c.types.All(ctx)
@@ -381,6 +373,14 @@ type RateLimit struct {
 	// reserve, and Got429 the number of rate_limit_exceeded answers.
 	Waited time.Duration
 	Got429 int
+}
+
+// RefreshNow lists the servers now, whatever the TTL. A replica that has
+// just become the leader calls it before it changes anything: its listing
+// may be older than the servers the previous leader created.
+func (c *Cluster) RefreshNow(ctx context.Context) error {
+	_, err := c.servers.Refresh(ctx)
+	return err
 }
 
 // RateLimit returns what the Cluster knows of the project's API budget.
