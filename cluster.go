@@ -443,6 +443,14 @@ type RateLimit struct {
 	Got429 int
 }
 
+// RefreshNow lists the servers now, whatever the TTL. A replica that has
+// just become the leader calls it before it changes anything: its listing
+// may be older than the servers the previous leader created.
+func (c *Cluster) RefreshNow(ctx context.Context) error {
+	_, err := c.servers.Refresh(ctx)
+	return err
+}
+
 // RateLimit returns what the Cluster knows of the project's API budget.
 func (c *Cluster) RateLimit() RateLimit {
 	s := c.pacer.Stats()

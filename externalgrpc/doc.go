@@ -77,7 +77,9 @@
 // whose server type is remembered as sold out in its location
 // ([pool.ErrOfferingUnavailable]); it fails at once so that the
 // autoscaler moves on to another group. Unavailable: a failed server
-// listing in Refresh, or a server that is shutting down.
+// listing in Refresh, a server that is shutting down, or a replica that
+// may not change servers (Refresh and the three calls that change a
+// group, behind a [Gate] that refuses: see [WithGate]).
 // DeadlineExceeded or Canceled: work that ran out of the call timeout or
 // whose call was cancelled. Internal: anything else. Unimplemented is answered only by NodeGroupGetOptions,
 // see below. Messages name the group and the value at fault and never

@@ -28,6 +28,11 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *protos.NodeGrou
 	if err != nil {
 		return nil, err
 	}
+	leave, err := s.enter("increase size")
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	bctx, cancel := s.bound(ctx)
 	defer cancel()
 	if err := p.IncreaseSize(bctx, int(req.GetDelta())); err != nil {
@@ -51,6 +56,11 @@ func (s *Server) NodeGroupDeleteNodes(ctx context.Context, req *protos.NodeGroup
 	if err != nil {
 		return nil, err
 	}
+	leave, err := s.enter("delete nodes")
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	if len(req.GetNodes()) == 0 {
 		return &protos.NodeGroupDeleteNodesResponse{}, nil
 	}
@@ -89,6 +99,11 @@ func (s *Server) NodeGroupDecreaseTargetSize(ctx context.Context, req *protos.No
 	if err != nil {
 		return nil, err
 	}
+	leave, err := s.enter("decrease target size")
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	bctx, cancel := s.bound(ctx)
 	defer cancel()
 	if err := p.DecreaseTargetSize(bctx, int(req.GetDelta())); err != nil {

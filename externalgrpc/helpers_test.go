@@ -92,6 +92,8 @@ type envOptions struct {
 	clientTLS *tls.Config
 	// callTimeout is the server's WithCallTimeout; 0 keeps the default.
 	callTimeout time.Duration
+	// gate is the server's WithGate; nil lets every call in.
+	gate externalgrpc.Gate
 }
 
 func newEnv(t *testing.T, eo envOptions) *env {
@@ -158,7 +160,7 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	})
 
 	srv := externalgrpc.NewServer(e.cluster, externalgrpc.WithLogger(log), externalgrpc.WithRegisterer(e.reg),
-		externalgrpc.WithCallTimeout(eo.callTimeout))
+		externalgrpc.WithCallTimeout(eo.callTimeout), externalgrpc.WithGate(eo.gate))
 	sopts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(srv.UnaryInterceptor())}
 	if eo.serverTLS != nil {
 		sopts = append(sopts, grpc.Creds(credentials.NewTLS(eo.serverTLS)))

@@ -41,6 +41,7 @@ type Server struct {
 	log         *zap.Logger
 	callTimeout time.Duration
 	metrics     *rpcMetrics
+	gate        Gate // nil: every call may change the cluster
 }
 
 var _ protos.CloudProviderServer = (*Server)(nil)
@@ -52,6 +53,7 @@ type options struct {
 	logger      *zap.Logger
 	registerer  prometheus.Registerer
 	callTimeout time.Duration
+	gate        Gate
 }
 
 // WithLogger sets the logger; the server logs as "externalgrpc". The
@@ -99,6 +101,7 @@ func NewServer(cluster *hcloudscale.Cluster, opts ...Option) *Server {
 		log:         o.logger.Named("externalgrpc"),
 		callTimeout: o.callTimeout,
 		metrics:     newRPCMetrics(o.registerer),
+		gate:        o.gate,
 	}
 	for _, p := range cluster.Pools() {
 		if p.Config().Autoscaling != nil {
@@ -194,11 +197,17 @@ func (s *Server) Cleanup(context.Context, *protos.CleanupRequest) (*protos.Clean
 // timeout goes on in the background and the call succeeds with the last
 // listing, because an error aborts the autoscaler's loop. A failed
 // listing is an error (Unavailable): the API is not usable, so creates
-// and deletes would fail too.
+// and deletes would fail too. A [Gate] that refuses makes it Unavailable
+// as well (see [WithGate]).
 func (s *Server) Refresh(ctx context.Context, _ *protos.RefreshRequest) (*protos.RefreshResponse, error) {
+	leave, err := s.enter("refresh")
+	if err != nil {
+		return nil, err
+	}
+	leave() // a refresh changes nothing: only its start is gated
 	bctx, cancel := s.bound(ctx)
 	defer cancel()
-	err := s.cluster.Refresh(bctx)
+	err = s.cluster.Refresh(bctx)
 	switch {
 	case err == nil:
 	case errors.Is(err, context.DeadlineExceeded) && bctx.Err() != nil && ctx.Err() == nil:

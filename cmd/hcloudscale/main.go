@@ -40,6 +40,7 @@ func commands() []command {
 		{name: "status", summary: "show pools, servers by state, errors and the API budget left", run: runStatus},
 		{name: "scale", summary: "set a pool's size by hand and wait until its servers run", run: runScale},
 		{name: "cleanup", summary: "list this cluster's servers and, with --yes, delete them (after terraform destroy)", run: runCleanup},
+		{name: "version", summary: "print the version, commit and Go version (also --version)", run: runVersion},
 	}
 }
 
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env confi
 	case "-h", "-help", "--help", "help":
 		usage(stdout)
 		return exitOK
+	case "-version", "--version":
+		return runVersion(ctx, args[1:], stdout, stderr, env)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {

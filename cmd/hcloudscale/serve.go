@@ -39,6 +39,7 @@ type serveFlags struct {
 	rpcTimeout                   time.Duration
 	drainTimeout                 time.Duration
 	shutdownTimeout              time.Duration
+	leader                       leaderFlags
 }
 
 func newServeFlags() (*flag.FlagSet, *serveFlags) {
@@ -55,6 +56,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.DurationVar(&f.rpcTimeout, "rpc-timeout", externalgrpc.DefaultCallTimeout, "bound on the work of one call; keep it below the autoscaler's grpc_timeout (5s)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long calls in progress may finish before the service stops")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 2*time.Minute, "on SIGTERM, how long server creates in flight may run to a safe point before they are cancelled")
+	f.leader.register(fs)
 	return fs, f
 }
 
@@ -65,7 +67,11 @@ func serveHelp(fs *flag.FlagSet) func(io.Writer) {
 Serves the Cluster Autoscaler's externalgrpc cloud-provider protocol, so that a stock
 autoscaler started with --cloud-provider=externalgrpc --cloud-config=<file> scales the
 Hetzner Cloud pools given by --nodes and the environment. Pools, token and cluster config
-are configured here, not in the autoscaler. Run one replica per cluster.
+are configured here, not in the autoscaler. Run one replica per cluster, or
+several with --leader-elect: only the holder of a Kubernetes Lease changes
+servers; standbys answer reads and refuse Refresh and changes with
+Unavailable (the autoscaler skips that loop and reconnects), and a leader
+that loses the Lease stops changing at once and exits with 1.
 
 Scale-ups return at once and servers are created in the background. On SIGTERM or SIGINT
 the service stops taking calls (--drain-timeout), then waits for creates in flight to
@@ -119,6 +125,7 @@ func (f *serveFlags) check() error {
 	if err := f.log.check(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, f.leader.check()...)
 	for _, d := range []struct {
 		name  string
 		value time.Duration
@@ -205,6 +212,7 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 	if err := errors.Join(
 		reg.Register(collectors.NewGoCollector()),
 		reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})),
+		reg.Register(newBuildInfoCollector()),
 	); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
@@ -214,13 +222,19 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 		return fmt.Errorf("checking the configuration against the API: %w", err)
 	}
 
+	lead, err := newLeadership(f.leader, env, reg, cluster, log)
+	if err != nil {
+		_ = closeCluster(cluster, f.shutdownTimeout)
+		return err
+	}
 	srv := externalgrpc.NewServer(cluster,
 		externalgrpc.WithLogger(log),
 		externalgrpc.WithRegisterer(reg),
 		externalgrpc.WithCallTimeout(f.rpcTimeout),
+		externalgrpc.WithGate(lead.gate()),
 	)
 	hs := health.NewServer()
-	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(srv.UnaryInterceptor())}
+	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(append(lead.interceptors(), srv.UnaryInterceptor())...)}
 	if serverTLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(serverTLS)))
 	}
@@ -254,7 +268,7 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 			failed <- err
 		}()
 	}
-	start("--listen", func() error { return gs.Serve(lis) })
+	start("--listen", func() error { return gs.Serve(lead.listener(lis)) })
 	if hgs != nil {
 		start("--health-listen", func() error { return hgs.Serve(healthLis) })
 	}
@@ -273,13 +287,21 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 	log.Info("serving", fields...)
 
 	var errs []error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: no new calls")
-	case err := <-failed:
-		running--
+	if err := startLeaderElection(ctx, lead); err != nil {
 		errs = append(errs, err)
+	} else {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down: no new calls")
+		case err := <-failed:
+			running--
+			errs = append(errs, err)
+		case <-lead.lost():
+			errs = append(errs, errors.New("lost the leader Lease; restart as a standby"))
+			lead.dropUnsent(context.Background())
+		}
 	}
+	lead.demote()
 
 	hs.Shutdown()
 	stopGracefully(gs, f.drainTimeout)
@@ -303,6 +325,7 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 	if err := cluster.Close(cctx); err != nil {
 		errs = append(errs, fmt.Errorf("closing the pools: %w", err))
 	}
+	lead.stop() // releases the Lease once the creates have reached a safe point
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

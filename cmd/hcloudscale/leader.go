@@ -1,0 +1,537 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/externalgrpc"
+	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
+)
+
+// leaderFlags are the leader-election flags of serve; the names and
+// defaults are those of the Cluster Autoscaler's own.
+type leaderFlags struct {
+	enabled       bool
+	namespace     string
+	name          string
+	identity      string
+	leaseDuration time.Duration
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
+}
+
+func (l *leaderFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&l.enabled, "leader-elect", false, "run as one of several replicas: only the holder of a Kubernetes Lease creates and deletes servers; "+
+		"the others answer reads and refuse Refresh and changes with Unavailable (needs the pod's service account, allowed to get, create and update the Lease)")
+	fs.StringVar(&l.namespace, "leader-elect-resource-namespace", "", "namespace of the Lease (empty: $POD_NAMESPACE, else kube-system)")
+	fs.StringVar(&l.name, "leader-elect-resource-name", "hcloudscale", "name of the Lease")
+	fs.StringVar(&l.identity, "leader-elect-identity", "", "this replica's name in the Lease (empty: $POD_NAME, else the host name with a random suffix)")
+	fs.DurationVar(&l.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after the leader's last renewal a standby may take the Lease over")
+	fs.DurationVar(&l.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops leading; below the lease duration")
+	fs.DurationVar(&l.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
+}
+
+// check reports every problem of the leader-election flags.
+func (l *leaderFlags) check() []error {
+	var errs []error
+	for _, d := range []struct {
+		name  string
+		value time.Duration
+	}{{"leader-elect-lease-duration", l.leaseDuration}, {"leader-elect-renew-deadline", l.renewDeadline}, {"leader-elect-retry-period", l.retryPeriod}} {
+		if d.value <= 0 {
+			errs = append(errs, fmt.Errorf("--%s %s: must be positive", d.name, d.value))
+		}
+	}
+	if l.renewDeadline >= l.leaseDuration {
+		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline %s: must be below --leader-elect-lease-duration %s, "+
+			"so that a leader that cannot renew stops before a standby takes over", l.renewDeadline, l.leaseDuration))
+	}
+	if float64(l.renewDeadline) <= leaderelection.JitterFactor*float64(l.retryPeriod) {
+		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline %s: must exceed %.1f × --leader-elect-retry-period %s",
+			l.renewDeadline, leaderelection.JitterFactor, l.retryPeriod))
+	}
+	if l.name == "" {
+		errs = append(errs, errors.New("--leader-elect-resource-name: must not be empty"))
+	}
+	return errs
+}
+
+// newKubeClient returns the client for the Lease: the pod's service
+// account. Tests replace it with a fake clientset.
+var newKubeClient = func() (kubernetes.Interface, error) {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--leader-elect needs to run in a pod with a service account token: %w", err)
+	}
+	cfg.UserAgent = "hcloudscale"
+	return kubernetes.NewForConfig(cfg)
+}
+
+// errNotLeader is why a standby refuses a change.
+var errNotLeader = errors.New("this replica is a standby")
+
+// leadership decides, for serve with --leader-elect, whether this replica
+// may change servers. It is the externalgrpc Gate.
+//
+// The invariant: a change (IncreaseSize, DeleteNodes, DecreaseTargetSize)
+// starts only while this replica holds the Lease, and the replica does
+// not give the Lease up (release it, or let it lapse without first
+// stopping) while a change is in progress or its server creates have not
+// reached a safe point:
+//
+//   - It leads only after a listing made after it acquired the Lease, so
+//     it counts every server the previous leader created.
+//   - On SIGTERM it stops letting changes in (waiting for those inside),
+//     then serve drains and closes the pools, letting creates in flight
+//     finish, and only then releases the Lease: the next leader starts
+//     at once and sees every server.
+//   - When it cannot renew the Lease for --leader-elect-renew-deadline it
+//     stops letting changes in at once, drops the claims whose create
+//     request was not sent yet, lets the sent ones reach a safe point and
+//     exits with an error: like the autoscaler, a replica that lost the
+//     Lease restarts as a standby. A standby can take over only
+//     lease-duration after the last renewal, later than the leader gave
+//     up; the servers of creates still in flight carry the pool labels,
+//     so the next leader's listing counts them.
+type leadership struct {
+	cfg      leaderFlags
+	identity string
+	cluster  *hcloudscale.Cluster
+	log      *zap.Logger
+	gauge    prometheus.Gauge
+
+	mu      sync.Mutex // guards the fields below
+	leading bool
+	holder  string // the last leader seen, "" before the first
+	inside  int    // changes let in and not yet left
+	left    *sync.Cond
+	stopped bool // stop was called: losing the Lease is expected
+
+	lostCh   chan struct{} // closed when the Lease was lost while not stopping
+	lostOnce sync.Once
+
+	// starting counts the OnStartedLeading callbacks running, which
+	// client-go starts in goroutines of their own; finished (under mu)
+	// turns away those that start after stop.
+	starting int
+	finished bool
+
+	conns   *connTracker
+	cancel  context.CancelFunc // stops the elector
+	running sync.WaitGroup     // the elector
+}
+
+// newLeadership returns the leadership of a serve process, or nil without
+// --leader-elect. The hcloudscale_leader gauge is registered either way:
+// a replica without leader election is the sole writer.
+func newLeadership(f leaderFlags, env config.Env, reg prometheus.Registerer, cluster *hcloudscale.Cluster, log *zap.Logger) (*leadership, error) {
+	gauge := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hcloudscale_leader",
+		Help: "1 while this replica may create and delete servers: it holds the Lease, or runs without --leader-elect.",
+	})
+	if err := reg.Register(gauge); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if !f.enabled {
+		gauge.Set(1)
+		return nil, nil
+	}
+	lookup := func(name string) string {
+		if env.Lookup == nil {
+			return ""
+		}
+		v, _ := env.Lookup(name)
+		return v
+	}
+	if f.namespace == "" {
+		f.namespace = lookup("POD_NAMESPACE")
+	}
+	if f.namespace == "" {
+		f.namespace = "kube-system"
+	}
+	id := f.identity
+	if id == "" {
+		id = lookup("POD_NAME")
+	}
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("--leader-elect-identity: empty, and no host name: %w", err)
+		}
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		id = host + "_" + hex.EncodeToString(b[:])
+	}
+	l := &leadership{
+		cfg:      f,
+		identity: id,
+		cluster:  cluster,
+		log:      log.Named("leader").With(zap.String("identity", id)),
+		gauge:    gauge,
+		lostCh:   make(chan struct{}),
+		conns:    &connTracker{conns: map[string]net.Conn{}},
+	}
+	l.left = sync.NewCond(&l.mu)
+	return l, nil
+}
+
+// Enter lets a change in while this replica leads.
+func (l *leadership) Enter() (func(), error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.leading {
+		if l.holder == "" || l.holder == l.identity {
+			return nil, fmt.Errorf("%w; no leader is known yet", errNotLeader)
+		}
+		return nil, fmt.Errorf("%w; the leader is %s", errNotLeader, l.holder)
+	}
+	l.inside++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.inside--
+			if l.inside == 0 {
+				l.left.Broadcast()
+			}
+			l.mu.Unlock()
+		})
+	}, nil
+}
+
+// gate returns l as an externalgrpc Gate; a nil l gives a nil Gate, which
+// lets every call in.
+func (l *leadership) gate() externalgrpc.Gate {
+	if l == nil {
+		return nil
+	}
+	return l
+}
+
+// demote stops letting changes in and waits until those inside have
+// left. Changes are bounded by --rpc-timeout.
+func (l *leadership) demote() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	was := l.leading
+	l.leading = false
+	// left is also broadcast when a start callback ends; the loop
+	// condition tells the two apart.
+	for l.inside > 0 {
+		l.left.Wait()
+	}
+	l.mu.Unlock()
+	l.gauge.Set(0)
+	if was {
+		l.log.Info("stopped leading: changes are refused")
+	}
+}
+
+// lost is closed when this replica lost the Lease without being asked to
+// stop; nil (never ready) without leader election.
+func (l *leadership) lost() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	return l.lostCh
+}
+
+// startLeaderElection starts the election of lead, if any, with the
+// Kubernetes client of the pod.
+func startLeaderElection(ctx context.Context, lead *leadership) error {
+	if lead == nil {
+		return nil
+	}
+	client, err := newKubeClient()
+	if err != nil {
+		return err
+	}
+	return lead.start(ctx, client)
+}
+
+// start runs the election in the background until stop. The Lease is
+// released only by stop, not when ctx ends, so that SIGTERM first lets
+// creates in flight finish.
+func (l *leadership) start(ctx context.Context, client kubernetes.Interface) error {
+	if l == nil {
+		return nil
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: l.cfg.name, Namespace: l.cfg.namespace},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
+	}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		Name:            "hcloudscale",
+		LeaseDuration:   l.cfg.leaseDuration,
+		RenewDeadline:   l.cfg.renewDeadline,
+		RetryPeriod:     l.cfg.retryPeriod,
+		ReleaseOnCancel: true,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				l.mu.Lock()
+				if l.finished {
+					l.mu.Unlock()
+					return
+				}
+				l.starting++
+				l.mu.Unlock()
+				defer func() {
+					l.mu.Lock()
+					l.starting--
+					l.left.Broadcast()
+					l.mu.Unlock()
+				}()
+				l.startLeading(ctx)
+			},
+			OnStoppedLeading: l.stoppedLeading,
+			OnNewLeader:      l.newLeader,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	ectx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ectx = klog.NewContext(ectx, logr.New(&zapSink{log: l.log}))
+	l.cancel = cancel
+	l.running.Add(1)
+	go func() {
+		defer l.running.Done()
+		le.Run(ectx)
+	}()
+	l.log.Info("standing by for the Lease", zap.String("lease", l.cfg.namespace+"/"+l.cfg.name))
+	return nil
+}
+
+// startLeading lists the servers afresh, then lets changes in. A listing
+// that fails is retried until it succeeds or leadership ends: changes
+// checked against a listing from before the previous leader's last
+// creates could pass the max size.
+func (l *leadership) startLeading(ctx context.Context) {
+	l.log.Info("acquired the Lease; listing servers before leading")
+	for {
+		err := l.cluster.RefreshNow(ctx)
+		if err == nil {
+			break
+		}
+		l.log.Warn("listing servers failed; retrying before leading", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(l.cfg.retryPeriod):
+		}
+	}
+	l.mu.Lock()
+	if ctx.Err() != nil || l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	l.leading = true
+	l.holder = l.identity
+	l.mu.Unlock()
+	l.gauge.Set(1)
+	l.log.Info("leading: changes are let in")
+}
+
+// stoppedLeading runs when the elector ends, whether or not it led.
+func (l *leadership) stoppedLeading() {
+	l.mu.Lock()
+	stopped, was := l.stopped, l.leading
+	l.mu.Unlock()
+	l.demote()
+	if !stopped {
+		if was {
+			l.log.Error("lost the Lease: no change starts any more")
+		}
+		l.lostOnce.Do(func() { close(l.lostCh) })
+	}
+}
+
+func (l *leadership) newLeader(id string) {
+	l.mu.Lock()
+	l.holder = id
+	l.mu.Unlock()
+	if id != l.identity {
+		l.log.Info("another replica leads", zap.String("leader", id))
+	}
+}
+
+// stop ends the election and, if this replica holds the Lease, releases
+// it. Call it after the pools are closed.
+func (l *leadership) stop() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+	l.demote()
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.running.Wait()
+	// The elector's context has ended, so startLeading returns soon.
+	l.mu.Lock()
+	l.finished = true
+	for l.starting > 0 {
+		l.left.Wait()
+	}
+	l.mu.Unlock()
+	l.conns.closeAll()
+}
+
+// dropUnsent removes, in every pool, the claims whose create request has
+// not been sent: after the Lease is lost, sending one would be a change
+// made without it. Claims already sent run to a safe point in Close.
+func (l *leadership) dropUnsent(ctx context.Context) {
+	for _, p := range l.cluster.Pools() {
+		// A decrease larger than the claims removes every unsent claim
+		// (and the placeholders of failed ones, which this process
+		// forgets anyway).
+		if err := p.DecreaseTargetSize(ctx, -(p.MaxSize() + 1)); err != nil {
+			l.log.Warn("dropping unsent claims", zap.String("pool", p.Name()), zap.Error(err))
+		}
+	}
+}
+
+// listener tracks the connections lis accepts, so that a standby can
+// close the autoscaler's connection (see interceptor).
+func (l *leadership) listener(lis net.Listener) net.Listener {
+	if l == nil {
+		return lis
+	}
+	return &trackingListener{Listener: lis, t: l.conns}
+}
+
+// interceptors are the gRPC interceptors of a replica with leader
+// election: when a standby refuses Refresh, it also closes the
+// connection the call came on, a second after the answer. The autoscaler
+// abandons that loop; its gRPC client reconnects through the Service,
+// which picks a replica anew, until it reaches the leader.
+func (l *leadership) interceptors() []grpc.UnaryServerInterceptor {
+	if l == nil {
+		return nil
+	}
+	refresh := "/" + protos.CloudProvider_ServiceDesc.ServiceName + "/Refresh"
+	return []grpc.UnaryServerInterceptor{func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		res, err := handler(ctx, req)
+		if err != nil && info.FullMethod == refresh {
+			l.mu.Lock()
+			leading := l.leading
+			l.mu.Unlock()
+			if p, ok := peer.FromContext(ctx); ok && !leading {
+				l.conns.closeLater(p.Addr.String(), time.Second)
+			}
+		}
+		return res, err
+	}}
+}
+
+// connTracker holds the accepted connections by remote address.
+type connTracker struct {
+	mu     sync.Mutex // guards conns and timers
+	conns  map[string]net.Conn
+	timers []*time.Timer
+}
+
+func (t *connTracker) closeLater(addr string, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c, ok := t.conns[addr]
+	if !ok {
+		return
+	}
+	t.timers = append(t.timers, time.AfterFunc(d, func() {
+		t.mu.Lock()
+		delete(t.conns, addr)
+		t.mu.Unlock()
+		_ = c.Close()
+	}))
+}
+
+func (t *connTracker) closeAll() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tm := range t.timers {
+		tm.Stop()
+	}
+	t.timers = nil
+}
+
+type trackingListener struct {
+	net.Listener
+	t *connTracker
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	addr := c.RemoteAddr().String()
+	l.t.mu.Lock()
+	l.t.conns[addr] = c
+	l.t.mu.Unlock()
+	return &trackedConn{Conn: c, t: l.t, addr: addr}, nil
+}
+
+type trackedConn struct {
+	net.Conn
+	t    *connTracker
+	addr string
+}
+
+func (c *trackedConn) Close() error {
+	c.t.mu.Lock()
+	if c.t.conns[c.addr] == c.Conn {
+		delete(c.t.conns, c.addr)
+	}
+	c.t.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// zapSink passes client-go's leader-election log to zap: its info lines at
+// debug level (our own callbacks log the transitions), its errors as
+// warnings.
+type zapSink struct {
+	log *zap.Logger
+}
+
+func (s *zapSink) Init(logr.RuntimeInfo) {}
+func (s *zapSink) Enabled(int) bool      { return s.log.Core().Enabled(zap.DebugLevel) }
+func (s *zapSink) Info(_ int, msg string, kv ...any) {
+	s.log.Debug(msg, zap.Any("client_go", kv))
+}
+
+func (s *zapSink) Error(err error, msg string, kv ...any) {
+	s.log.Warn(msg, zap.Error(err), zap.Any("client_go", kv))
+}
+func (s *zapSink) WithValues(kv ...any) logr.LogSink {
+	return &zapSink{log: s.log.With(zap.Any("client_go", kv))}
+}
+func (s *zapSink) WithName(string) logr.LogSink { return s }

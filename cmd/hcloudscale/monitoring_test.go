@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+)
+
+// servedMetricNames runs serve against a fake project, drives it through
+// a scale-up, a sold-out scale-up and a delete, so that every metric has a
+// series, and returns the names /metrics exposes (with _bucket, _sum and
+// _count for histograms and summaries).
+func servedMetricNames(t *testing.T) map[string]bool {
+	t.Helper()
+	fake := hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(20 * time.Millisecond))
+	t.Cleanup(fake.Close)
+	doc, err := json.Marshal(map[string]any{"nodeConfigs": map[string]any{
+		"workers": map[string]any{"cloudInit": "#cloud-config\n"},
+		"spot":    map[string]any{"cloudInit": "#cloud-config\n"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := config.MapEnv(map[string]string{
+		config.EnvToken:         fake.Token(),
+		config.EnvEndpoint:      fake.URL(),
+		config.EnvClusterConfig: base64.StdEncoding.EncodeToString(doc),
+	}, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stderr := &syncBuffer{}
+	exited := make(chan int, 1)
+	go func() {
+		exited <- runServe(ctx, []string{"--nodes", "0:3:cx23:fsn1:workers", "--nodes", "0:3:cpx21:nbg1:spot",
+			"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, io.Discard, stderr, env)
+	}()
+	defer func() {
+		cancel()
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			t.Error("serve did not stop")
+		}
+	}()
+	serving := waitForLog(t, stderr, exited, "serving")
+	conn, err := grpc.NewClient(serving["listen"].(string), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	client := protos.NewCloudProviderClient(conn)
+	call := func() context.Context {
+		c, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		t.Cleanup(cancel)
+		return c
+	}
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s; stderr:\n%s", what, stderr.String())
+			}
+		}
+	}
+
+	if _, err := client.Refresh(call(), &protos.RefreshRequest{}); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	if _, err := client.NodeGroupIncreaseSize(call(), &protos.NodeGroupIncreaseSizeRequest{Id: "workers", Delta: 1}); err != nil {
+		t.Fatalf("NodeGroupIncreaseSize(workers): %v", err)
+	}
+	fake.SetUnavailable("cpx21", "nbg1", true)
+	if _, err := client.NodeGroupIncreaseSize(call(), &protos.NodeGroupIncreaseSizeRequest{Id: "spot", Delta: 1}); err != nil {
+		t.Fatalf("NodeGroupIncreaseSize(spot): %v", err)
+	}
+	nodes := func(group string) []*protos.Instance {
+		res, err := client.NodeGroupNodes(call(), &protos.NodeGroupNodesRequest{Id: group})
+		if err != nil {
+			t.Fatalf("NodeGroupNodes(%s): %v", group, err)
+		}
+		return res.GetInstances()
+	}
+	eventually("the spot create to fail", func() bool {
+		in := nodes("spot")
+		return len(in) == 1 && in[0].GetStatus().GetErrorInfo() != nil
+	})
+	metricsURL := "http://" + serving["metrics_listen"].(string) + "/metrics"
+	// The server runs once its create flow has observed the duration.
+	eventually("the workers server to run", func() bool {
+		return strings.Contains(get(t, metricsURL), `hcloudscale_server_create_duration_seconds_count{pool="workers"} 1`)
+	})
+	running, err := fake.Servers(config.LabelNodeGroup + "=workers")
+	if err != nil || len(running) != 1 {
+		t.Fatalf("workers servers: %v, %v; want 1", running, err)
+	}
+	if _, err := client.NodeGroupDeleteNodes(call(), &protos.NodeGroupDeleteNodesRequest{Id: "workers",
+		Nodes: []*protos.ExternalGrpcNode{{ProviderID: fmt.Sprintf("hcloud://%d", running[0].ID), Name: running[0].Name}}}); err != nil {
+		t.Fatalf("NodeGroupDeleteNodes: %v", err)
+	}
+	eventually("the delete to be counted", func() bool {
+		return strings.Contains(get(t, metricsURL), `hcloudscale_server_deletes_total{`)
+	})
+
+	names := map[string]bool{}
+	typeLine := regexp.MustCompile(`(?m)^# TYPE (\S+) (\S+)$`)
+	for _, m := range typeLine.FindAllStringSubmatch(get(t, metricsURL), -1) {
+		names[m[1]] = true
+		switch m[2] {
+		case "histogram":
+			names[m[1]+"_bucket"], names[m[1]+"_sum"], names[m[1]+"_count"] = true, true, true
+		case "summary":
+			names[m[1]+"_sum"], names[m[1]+"_count"] = true, true
+		}
+	}
+	return names
+}
+
+// metricRef finds the metric names of ours and hcloud-go's in PromQL.
+var metricRef = regexp.MustCompile(`\b(?:hcloudscale|hcloud)_[A-Za-z0-9_]+\b`)
+
+// TestMonitoringExamples keeps examples/monitoring in step with the code:
+// every metric the dashboard and the alerts query is one serve exposes,
+// every query uses one, the dashboard shows what operators need and the
+// rule has the alerts the README promises.
+func TestMonitoringExamples(t *testing.T) {
+	served := servedMetricNames(t)
+
+	raw, err := os.ReadFile("../../examples/monitoring/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Type, Title string
+			Targets     []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("grafana-dashboard.json: %v", err)
+	}
+	exprs := map[string]string{} // expr -> where
+	for _, p := range dash.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("dashboard panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs[tg.Expr] = "dashboard panel " + p.Title
+		}
+	}
+
+	raw, err = os.ReadFile("../../examples/monitoring/prometheusrule.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rule struct {
+		Kind string `yaml:"kind"`
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert string `yaml:"alert"`
+					Expr  string `yaml:"expr"`
+				} `yaml:"rules"`
+			} `yaml:"groups"`
+		} `yaml:"spec"`
+	}
+	if err := yaml.Unmarshal(raw, &rule); err != nil {
+		t.Fatalf("prometheusrule.yaml: %v", err)
+	}
+	if rule.Kind != "PrometheusRule" {
+		t.Errorf("prometheusrule.yaml: kind %q; want PrometheusRule", rule.Kind)
+	}
+	var alerts []string
+	for _, g := range rule.Spec.Groups {
+		for _, r := range g.Rules {
+			alerts = append(alerts, r.Alert)
+			exprs[r.Expr] = "alert " + r.Alert
+		}
+	}
+	for _, want := range []string{"HcloudscaleFailedInstances", "HcloudscaleAPIBudgetLow", "HcloudscaleCreateErrors", "HcloudscaleNoLeader"} {
+		if !slices.Contains(alerts, want) {
+			t.Errorf("prometheusrule.yaml has no alert %s (has %q)", want, alerts)
+		}
+	}
+
+	used := map[string]bool{}
+	for expr, where := range exprs {
+		refs := metricRef.FindAllString(expr, -1)
+		if len(refs) == 0 {
+			t.Errorf("%s: %q queries none of hcloudscale's metrics", where, expr)
+		}
+		for _, name := range refs {
+			used[name] = true
+			if !served[name] {
+				t.Errorf("%s: %q uses %s, which serve does not expose", where, expr, name)
+			}
+		}
+	}
+	// What the dashboard and alerts are for.
+	for _, want := range []string{
+		"hcloudscale_pool_target_size", "hcloudscale_pool_instances", "hcloudscale_pool_pending_claims",
+		"hcloudscale_server_create_duration_seconds_bucket", "hcloudscale_server_creates_total",
+		"hcloudscale_unavailable_offerings", "hcloudscale_api_ratelimit_remaining",
+		"hcloudscale_api_ratelimit_estimated_remaining", "hcloudscale_api_pacer_waits_total",
+		"hcloudscale_api_rate_limited_total", "hcloudscale_leader", "hcloudscale_build_info",
+	} {
+		if !served[want] {
+			t.Errorf("serve does not expose %s", want)
+		}
+		if !used[want] {
+			t.Errorf("neither the dashboard nor the alerts use %s", want)
+		}
+	}
+}
