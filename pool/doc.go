@@ -202,7 +202,9 @@
 //
 // One [Waiter] per process polls every action that any caller waits for,
 // 50 per GET /actions (the largest page; the requests of one poll run in
-// parallel), and wakes each caller when its actions have finished.
+// parallel, and each wakes the callers it answers for, so a slow request
+// holds back only its own actions), and wakes each caller when its
+// actions have finished.
 // Nothing is polled while nobody waits. It polls an action when it can
 // have finished, not on a fixed beat, because at real durations (a
 // create_server takes 10-20 s) polls, not creates, would spend the API

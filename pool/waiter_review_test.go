@@ -1,0 +1,85 @@
+package pool
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+)
+
+// holdRequest holds every List request that asks for the held ID until
+// release is closed (or the request's context ends), as a hung connection
+// would; the others go through to the fake.
+type holdRequest struct {
+	api     ActionAPI
+	held    int64
+	release chan struct{}
+
+	mu      sync.Mutex
+	holding int
+}
+
+func (h *holdRequest) List(ctx context.Context, opts hcloud.ActionListOpts) ([]*hcloud.Action, *hcloud.Response, error) {
+	if slices.Contains(opts.ID, h.held) {
+		h.mu.Lock()
+		h.holding++
+		h.mu.Unlock()
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	return h.api.List(ctx, opts)
+}
+
+func (h *holdRequest) isHolding() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.holding > 0
+}
+
+// The requests of one poll are independent: a caller whose actions were
+// in an answered request returns at once, however long another request
+// of the same poll hangs (up to pollTimeout).
+func TestWaiterHungRequestHoldsBackNoOtherCaller(t *testing.T) {
+	hold := &holdRequest{release: make(chan struct{})}
+	s := newSim(t, func(c *hcloud.Client) ActionAPI { hold.api = &c.Action; return hold }, nil,
+		hcloudtest.WithActionDuration("create_server", time.Second))
+	defer close(hold.release)
+	var actions []*hcloud.Action
+	for i := range actionsPerRequest + 1 {
+		actions = append(actions, createRaw(t, s.client, "s-"+itoa(int64(i))))
+	}
+	// IDs are polled in order, 50 a request: the last is alone in the
+	// second request, which hangs.
+	hold.held = actions[actionsPerRequest].ID
+	free := s.wait("", actions[:actionsPerRequest]...)
+	held := s.wait("", actions[actionsPerRequest])
+	e := &env{t: t}
+	e.eventually("the poll to reach the held request", 0, func() bool {
+		if !hold.isHolding() {
+			s.clock.Advance(simStep)
+			return false
+		}
+		return true
+	})
+	select {
+	case r := <-free:
+		if r.err != nil {
+			t.Errorf("Wait(action of the answered request) = %v; want nil", r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a caller whose actions were answered stayed blocked while another request of the poll hung")
+	}
+	select {
+	case r := <-held:
+		t.Errorf("Wait(action of the hung request) returned %v while its request hangs", r.err)
+	default:
+	}
+}
