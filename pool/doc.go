@@ -212,7 +212,8 @@
 //
 // What it learns: the duration of every successful action it watched, as
 // the API reports it (finished minus started, but no more than the
-// waiter itself saw pass, in case the API's clock is off), per command
+// waiter itself saw pass, in case the API's clock is off; what the waiter
+// saw when the API reports it finished before it started), per command
 // and per command and class. A class is a finer kind that the caller
 // names with [Waiter.WaitAs]: a pool waits for its creates as
 // "<server type>/<location>". The waiter expects an action to take the

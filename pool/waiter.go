@@ -519,14 +519,16 @@ func (w *Waiter) gapLocked(t *tracked, a *hcloud.Action, now time.Time, finishin
 // finishedLocked learns from a finished action and reports it. Its
 // duration is the API's (finished minus started), but no more than the
 // waiter saw pass since the first Wait, which guards against a skewed
-// clock of the API. Failed actions teach nothing: failures can be quick.
+// clock of the API; when the API's times are missing or impossible
+// (finished before started), it is what the waiter saw. Failed actions
+// teach nothing: failures can be quick.
 func (w *Waiter) finishedLocked(t *tracked, a *hcloud.Action, seen time.Time) {
 	w.metrics.ActionPolls.WithLabelValues(t.command).Observe(float64(t.polls))
 	if a.Status != hcloud.ActionStatusSuccess {
 		return
 	}
 	d := seen.Sub(t.since)
-	if !a.Started.IsZero() && !a.Finished.IsZero() {
+	if !a.Started.IsZero() && !a.Finished.IsZero() && !a.Finished.Before(a.Started) {
 		d = min(d, a.Finished.Sub(a.Started))
 	}
 	d = max(d, 0)

@@ -83,3 +83,37 @@ func TestWaiterHungRequestHoldsBackNoOtherCaller(t *testing.T) {
 	default:
 	}
 }
+
+// finishedBeforeStarted reports the finished actions as the API would with a
+// clock that stepped back during them: finished before started.
+type finishedBeforeStarted struct{ api ActionAPI }
+
+func (f finishedBeforeStarted) List(ctx context.Context, opts hcloud.ActionListOpts) ([]*hcloud.Action, *hcloud.Response, error) {
+	actions, resp, err := f.api.List(ctx, opts)
+	for _, a := range actions {
+		if a.Status != hcloud.ActionStatusRunning {
+			a.Finished = a.Started.Add(-time.Hour)
+		}
+	}
+	return actions, resp, err
+}
+
+// An action whose API times are impossible (finished before started, as
+// after a clock step on the API's side) teaches the waiter what it saw
+// itself, not a duration of zero, which would have every later action of
+// its kind polled at once.
+func TestWaiterIgnoresImpossibleAPIDurations(t *testing.T) {
+	s := newSim(t, func(c *hcloud.Client) ActionAPI { return finishedBeforeStarted{&c.Action} }, nil,
+		hcloudtest.WithActionDuration("create_server", 3*time.Second))
+	if errs, _ := s.run(s.wait("cx23/fsn1", createRaw(t, s.client, "a"))); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	for _, class := range []string{"cx23/fsn1", ""} {
+		// Seen at the poll after the 2 s prior and the progress then:
+		// 3 s at the earliest, later by how far the clock moved during
+		// the poll.
+		if got := s.w.Expected("create_server", class); got < 3*time.Second || got > 5*time.Second {
+			t.Errorf("Expected(create_server, %q) = %s after a 3 s create reported as finished before it started; want about 3s, what the waiter saw", class, got)
+		}
+	}
+}
