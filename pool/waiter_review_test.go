@@ -2,6 +2,8 @@ package pool
 
 import (
 	"context"
+	"errors"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -115,5 +117,66 @@ func TestWaiterIgnoresImpossibleAPIDurations(t *testing.T) {
 		if got := s.w.Expected("create_server", class); got < 3*time.Second || got > 5*time.Second {
 			t.Errorf("Expected(create_server, %q) = %s after a 3 s create reported as finished before it started; want about 3s, what the waiter saw", class, got)
 		}
+	}
+}
+
+// Close at a random moment, with polls in flight (every request takes a
+// random few milliseconds) and callers arriving and giving up: every Wait
+// returns promptly with nil, its context's error or ErrWaiterClosed, and
+// no goroutine is left (goleak in TestMain).
+func TestWaiterCloseWithPollsInFlight(t *testing.T) {
+	for seed := range uint64(6) {
+		t.Run(itoa(int64(seed)), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 99))
+			fake, client, clock, w := waiterEnv(t, hcloudtest.WithActionDuration("create_server", 50*time.Millisecond))
+			fake.SetLatency(time.Duration(1+rng.IntN(5)) * time.Millisecond)
+			var actions []*hcloud.Action
+			for i := range 60 {
+				actions = append(actions, createRaw(t, client, "s-"+itoa(int64(i))))
+			}
+			type result struct {
+				err       error
+				cancelled bool
+			}
+			results := make(chan result, 40)
+			for range 40 {
+				ctx, cancel := context.WithCancel(t.Context())
+				cancelled := rng.IntN(4) == 0
+				mine := []*hcloud.Action{actions[rng.IntN(len(actions))], actions[rng.IntN(len(actions))]}
+				delay := time.Duration(rng.IntN(20)) * time.Millisecond
+				giveUp := time.Duration(rng.IntN(5)) * time.Millisecond
+				go func() {
+					defer cancel()
+					time.Sleep(delay)
+					if cancelled {
+						time.AfterFunc(giveUp, cancel)
+					}
+					results <- result{w.Wait(ctx, mine...), cancelled}
+				}()
+			}
+			for range rng.IntN(10) {
+				clock.Advance(10 * time.Millisecond)
+				time.Sleep(time.Millisecond)
+			}
+			w.Close()
+			for range 40 {
+				select {
+				case r := <-results:
+					switch {
+					case r.err == nil, errors.Is(r.err, ErrWaiterClosed):
+					case r.cancelled && errors.Is(r.err, context.Canceled):
+					default:
+						t.Errorf("Wait = %v (cancelled: %v); want nil, ErrWaiterClosed or its context's error", r.err, r.cancelled)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("a Wait did not return after Close")
+				}
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if len(w.byID) != 0 {
+				t.Errorf("the closed waiter still holds %d actions", len(w.byID))
+			}
+		})
 	}
 }
