@@ -245,7 +245,8 @@
 // finished. The learned numbers decide only when to ask: every result
 // still comes from the API, so a wrong estimate costs requests or
 // latency, never a wrong state. At 15 s creates a warm waiter scales up
-// 50 servers with 2 polls of 50 actions (BENCHMARKS.md).
+// 50 servers with one poll of their 100 actions, 2 requests of 50
+// (BENCHMARKS.md).
 //
 // # Metrics and logs
 //
