@@ -350,7 +350,9 @@
 //
 // One [Waiter] per process polls every action that any caller waits for,
 // 50 per GET /actions (the largest page; the requests of one poll run in
-// parallel), and wakes each caller when its actions have finished.
+// parallel, and each wakes the callers it answers for, so a slow request
+// holds back only its own actions), and wakes each caller when its
+// actions have finished.
 // Nothing is polled while nobody waits. It polls an action when it can
 // have finished, not on a fixed beat, because at real durations (a
 // create_server takes 10-20 s) polls, not creates, would spend the API
@@ -358,7 +360,8 @@
 //
 // What it learns: the duration of every successful action it watched, as
 // the API reports it (finished minus started, but no more than the
-// waiter itself saw pass, in case the API's clock is off), per command
+// waiter itself saw pass, in case the API's clock is off; what the waiter
+// saw when the API reports it finished before it started), per command
 // and per command and class. A class is a finer kind that the caller
 // names with [Waiter.WaitAs]: a pool waits for its creates as
 // "<server type>/<location>". The waiter expects an action to take the
@@ -390,7 +393,8 @@
 // finished. The learned numbers decide only when to ask: every result
 // still comes from the API, so a wrong estimate costs requests or
 // latency, never a wrong state. At 15 s creates a warm waiter scales up
-// 50 servers with 2 polls of 50 actions (BENCHMARKS.md).
+// 50 servers with one poll of their 100 actions, 2 requests of 50
+// (BENCHMARKS.md).
 //
 // # Metrics and logs
 //

@@ -394,8 +394,9 @@ func (w *Waiter) nextPollLocked() time.Time {
 }
 
 // poll lists every action due by at, one request per actionsPerRequest
-// IDs, sent concurrently, settles the finished ones and schedules the
-// others.
+// IDs, sent concurrently, and schedules the ones still running. The
+// callers of the finished actions are woken as each request answers, so
+// that a slow request holds back only the actions it asked for.
 func (w *Waiter) poll(ctx context.Context, at time.Time) {
 	w.mu.Lock()
 	start := w.clock.Now()
@@ -413,16 +414,22 @@ func (w *Waiter) poll(ctx context.Context, at time.Time) {
 	slices.Sort(ids)
 
 	chunks := slices.Collect(slices.Chunk(ids, actionsPerRequest))
-	results := make([][]*hcloud.Action, len(chunks))
-	errs := make([]error, len(chunks))
+	running := make([][]*hcloud.Action, len(chunks))
+	failed := make([]bool, len(chunks))
+	finished := map[string]bool{} // commands of which this poll saw some finish; guarded by w.mu
 	var g errgroup.Group
 	for i, chunk := range chunks {
 		g.Go(func() error {
-			results[i], errs[i] = w.list(ctx, chunk)
-			if errs[i] != nil && ctx.Err() == nil {
-				w.log.Warn("polling actions failed; retrying after the poll interval",
-					zap.Int("actions", len(chunk)), zap.Error(errs[i]))
+			actions, err := w.list(ctx, chunk)
+			if err != nil {
+				if ctx.Err() == nil {
+					w.log.Warn("polling actions failed; retrying after the poll interval",
+						zap.Int("actions", len(chunk)), zap.Error(err))
+				}
+				failed[i] = true
+				return nil
 			}
+			running[i] = w.settle(chunk, actions, finished)
 			return nil
 		})
 	}
@@ -431,49 +438,65 @@ func (w *Waiter) poll(ctx context.Context, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	end := w.clock.Now()
-	byID := make(map[int64]*hcloud.Action, len(ids))
-	finished := map[string]bool{} // commands of which this poll saw some finish
 	for i, chunk := range chunks {
-		if errs[i] != nil {
-			continue
-		}
-		for _, a := range results[i] {
-			if a != nil {
-				byID[a.ID] = a
-			}
-		}
-		for _, id := range chunk {
-			if a := byID[id]; a != nil && a.Status != hcloud.ActionStatusRunning {
+		if failed[i] {
+			for _, id := range chunk {
 				if t := w.byID[id]; t != nil {
-					finished[t.command] = true
+					t.polls++
+					t.next = start.Add(w.interval)
 				}
 			}
+			continue
 		}
-	}
-	for i, chunk := range chunks {
-		for _, id := range chunk {
-			t := w.byID[id]
+		for _, a := range running[i] {
+			t := w.byID[a.ID]
 			if t == nil {
 				continue // its callers gave up while we polled
 			}
 			t.polls++
-			a := byID[id]
-			switch {
-			case errs[i] != nil:
-				t.next = start.Add(w.interval)
-			case a == nil:
-				w.log.Warn("action not found", zap.Int64("action", id))
-				w.resolveLocked(id, &ActionNotFoundError{ID: id})
-			case a.Status == hcloud.ActionStatusRunning:
-				// From the answer's time: the progress may be read
-				// late in the request, and later is the safe side.
-				t.next = end.Add(w.gapLocked(t, a, end, finished[t.command]))
-			default:
-				w.finishedLocked(t, a, end)
-				w.resolveLocked(id, a.Error())
-			}
+			// From the end of the poll: the progress may be read late in
+			// the request, and later is the safe side.
+			t.next = end.Add(w.gapLocked(t, a, end, finished[t.command]))
 		}
 	}
+}
+
+// settle settles the answer to one request of a
+// poll: it wakes the callers of the finished and the vanished actions
+// among ids, adds the commands of the finished ones to finished, and
+// returns the actions still running.
+func (w *Waiter) settle(ids []int64, actions []*hcloud.Action, finished map[string]bool) []*hcloud.Action {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	seen := w.clock.Now()
+	byID := make(map[int64]*hcloud.Action, len(actions))
+	for _, a := range actions {
+		if a != nil {
+			byID[a.ID] = a
+		}
+	}
+	var running []*hcloud.Action
+	for _, id := range ids {
+		a := byID[id]
+		if a != nil && a.Status == hcloud.ActionStatusRunning {
+			running = append(running, a)
+			continue
+		}
+		t := w.byID[id]
+		if t == nil {
+			continue // its callers gave up while we polled
+		}
+		t.polls++
+		if a == nil {
+			w.log.Warn("action not found", zap.Int64("action", id))
+			w.resolveLocked(id, &ActionNotFoundError{ID: id})
+			continue
+		}
+		finished[t.command] = true
+		w.finishedLocked(t, a, seen)
+		w.resolveLocked(id, a.Error())
+	}
+	return running
 }
 
 // gapLocked returns how long to wait before polling a running action
@@ -496,14 +519,16 @@ func (w *Waiter) gapLocked(t *tracked, a *hcloud.Action, now time.Time, finishin
 // finishedLocked learns from a finished action and reports it. Its
 // duration is the API's (finished minus started), but no more than the
 // waiter saw pass since the first Wait, which guards against a skewed
-// clock of the API. Failed actions teach nothing: failures can be quick.
+// clock of the API; when the API's times are missing or impossible
+// (finished before started), it is what the waiter saw. Failed actions
+// teach nothing: failures can be quick.
 func (w *Waiter) finishedLocked(t *tracked, a *hcloud.Action, seen time.Time) {
 	w.metrics.ActionPolls.WithLabelValues(t.command).Observe(float64(t.polls))
 	if a.Status != hcloud.ActionStatusSuccess {
 		return
 	}
 	d := seen.Sub(t.since)
-	if !a.Started.IsZero() && !a.Finished.IsZero() {
+	if !a.Started.IsZero() && !a.Finished.IsZero() && !a.Finished.Before(a.Started) {
 		d = min(d, a.Finished.Sub(a.Started))
 	}
 	d = max(d, 0)
