@@ -63,3 +63,44 @@ func CheckRendering(pool *Pool, cluster string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// NodeLabelWarnings names the pools whose labels or taints the nodes will
+// not carry: the autoscaler's template node promises them, the real node
+// lacks them, and the autoscaler's simulation and the scheduler disagree.
+// A pool is fine when its cloud-init is a template that prints them (see
+// package cloudinit) or when the node labeller runs (labeller true); a
+// template cannot give the kubelet labels that NodeRestriction forbids
+// it (cloudinit.KubeletMaySet), so those need the labeller either way.
+func NodeLabelWarnings(cfg *Config, labeller bool) []string {
+	if labeller {
+		return nil
+	}
+	const fix = "make its cloudInit a template that prints them (cloudInitTemplate; .KubeletFlags, .K3sFlags, .KubeadmKubeletExtraArgs and .KubeadmTaints, .TalosNodeLabels and .TalosNodeTaints) or run the node labeller (serve --label-nodes)"
+	var out []string
+	for i := range cfg.Pools {
+		pool := &cfg.Pools[i]
+		path := childPath("nodeConfigs", pool.Name)
+		var t *cloudinit.Template
+		if pool.CloudInitTemplate {
+			t, _ = cloudinit.Parse(pool.CloudInit.Reveal())
+		}
+		if len(pool.Labels) > 0 && (t == nil || !t.PrintsLabels()) {
+			out = append(out, fmt.Sprintf("%s.labels: the pool's nodes will not have these labels, which the autoscaler assumes they have: %s", path, fix))
+		} else if len(pool.Labels) > 0 {
+			var restricted []string
+			for _, k := range sortedKeys(pool.Labels) {
+				if !cloudinit.KubeletMaySet(k) {
+					restricted = append(restricted, k)
+				}
+			}
+			if len(restricted) > 0 {
+				out = append(out, fmt.Sprintf("%s.labels: the kubelet may not set %s (NodeRestriction), so the template leaves them out: run the node labeller (serve --label-nodes)",
+					path, strings.Join(restricted, ", ")))
+			}
+		}
+		if len(pool.Taints) > 0 && (t == nil || !t.PrintsTaints()) {
+			out = append(out, fmt.Sprintf("%s.taints: the pool's nodes will not have these taints, which the autoscaler assumes they have: %s", path, fix))
+		}
+	}
+	return out
+}

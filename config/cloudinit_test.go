@@ -98,3 +98,34 @@ func TestCheckRenderingLargest(t *testing.T) {
 		t.Errorf("CheckRendering = %v; want the arm64 rendering of 32768+18 bytes reported", err)
 	}
 }
+
+func TestNodeLabelWarnings(t *testing.T) {
+	doc := `{"nodeConfigs": {
+	  "plain": {"cloudInit": "#cloud-config\n", "labels": {"a": "b"}, "taints": [{"key": "k", "effect": "NoSchedule"}]},
+	  "prints-all": {"cloudInitTemplate": true, "cloudInit": "<% .KubeletFlags %>", "labels": {"a": "b"}, "taints": [{"key": "k", "effect": "NoSchedule"}]},
+	  "restricted": {"cloudInitTemplate": true, "cloudInit": "<% .K3sFlags %>", "labels": {"node-role.kubernetes.io/gpu": "", "a": "b"}},
+	  "labels-only": {"cloudInitTemplate": true, "cloudInit": "<% .NodeLabels %>", "labels": {"a": "b"}, "taints": [{"key": "k", "effect": "NoSchedule"}]},
+	  "nothing": {"cloudInit": "#cloud-config\n"}
+	}}`
+	cfg, err := loadTemplates(t, doc, "0:1:cx22:fsn1:plain", "0:1:cx22:fsn1:prints-all", "0:1:cx22:fsn1:restricted", "0:1:cx22:fsn1:labels-only", "0:1:cx22:fsn1:nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range NodeLabelWarnings(cfg, false) {
+		path, rest, _ := strings.Cut(w, ": ")
+		got = append(got, path+": "+rest[:strings.Index(rest, ":")])
+	}
+	want := []string{
+		"nodeConfigs.plain.labels: the pool's nodes will not have these labels, which the autoscaler assumes they have",
+		"nodeConfigs.plain.taints: the pool's nodes will not have these taints, which the autoscaler assumes they have",
+		"nodeConfigs.restricted.labels: the kubelet may not set node-role.kubernetes.io/gpu (NodeRestriction), so the template leaves them out",
+		"nodeConfigs.labels-only.taints: the pool's nodes will not have these taints, which the autoscaler assumes they have",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("NodeLabelWarnings(labeller off) (-want +got):\n%s", diff)
+	}
+	if got := NodeLabelWarnings(cfg, true); len(got) != 0 {
+		t.Errorf("NodeLabelWarnings(labeller on) = %q; want none", got)
+	}
+}

@@ -38,6 +38,13 @@ type exists and can be ordered in its location, and an image for the type's arch
 The plan then shows the architecture, the image each pool's servers will boot and the
 price per hour from the catalogue. --online makes about ten read-only requests.
 
+A pool's cloudInit declared a template (cloudInitTemplate) is parsed and rendered for the
+pool, for both architectures and with the longest server name: a syntax error, an unknown
+field and a rendering over 32 KiB are problems. A pool with labels or taints is a warning
+when its nodes will not get them: when its cloud-init is no template that prints them and
+the node labeller does not run (say --label-nodes when it will, as with serve --label-nodes),
+or when it has labels the kubelet may not set and the labeller does not run.
+
 Flags:
 `)
 		printFlags(w, fs)
@@ -105,6 +112,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, e
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	cf := registerConfigFlags(fs)
 	online := fs.Bool("online", false, "also check against the API (token, references, server types, images, placement-group room) and resolve images and prices")
+	labelNodes := fs.Bool("label-nodes", false, "the node labeller will run (serve --label-nodes or the adapter's option): do not warn about labels and taints left to it")
 	output := outputFlag(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr, validateHelp(fs)); !ok {
 		return code
@@ -132,6 +140,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, e
 				res.Problems = problems(err)
 			}
 		}
+		res.Warnings = append(res.Warnings, config.NodeLabelWarnings(cfg, *labelNodes)...)
 	}
 	res.Valid = len(res.Problems) == 0
 
