@@ -39,6 +39,7 @@ type serveFlags struct {
 	rpcTimeout                   time.Duration
 	drainTimeout                 time.Duration
 	shutdownTimeout              time.Duration
+	labels                       labelFlags
 }
 
 func newServeFlags() (*flag.FlagSet, *serveFlags) {
@@ -52,6 +53,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.healthListen, "health-listen", "", "extra plaintext address serving only the gRPC health service, for kubelet gRPC probes, which cannot do mutual TLS (empty: none)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":8085", "address of the Prometheus /metrics endpoint (empty: none)")
 	f.log.register(fs)
+	f.labels.register(fs)
 	fs.DurationVar(&f.rpcTimeout, "rpc-timeout", externalgrpc.DefaultCallTimeout, "bound on the work of one call; keep it below the autoscaler's grpc_timeout (5s)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long calls in progress may finish before the service stops")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 2*time.Minute, "on SIGTERM, how long server creates in flight may run to a safe point before they are cancelled")
@@ -214,6 +216,12 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 		return fmt.Errorf("checking the configuration against the API: %w", err)
 	}
 
+	stopLabeller, err := startLabeller(ctx, &f.labels, cfg, cluster, log)
+	if err != nil {
+		_ = cluster.Close(context.Background())
+		return err
+	}
+
 	srv := externalgrpc.NewServer(cluster,
 		externalgrpc.WithLogger(log),
 		externalgrpc.WithRegisterer(reg),
@@ -298,6 +306,7 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 		errs = append(errs, <-failed)
 	}
 
+	stopLabeller()
 	log.Info("waiting for server creates in flight", zap.Duration("timeout", f.shutdownTimeout))
 	cctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 	defer cancel()
