@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,5 +59,57 @@ current-context: c
 	}
 	if len(asked) == 0 || asked[0] != "GET /api/v1/nodes" {
 		t.Errorf("requests to the Kubernetes API = %q; want GET /api/v1/nodes", asked)
+	}
+}
+
+// TestValidateLabelsAndTemplates: validate reports every bad template as a
+// problem of its pool, and warns about labels and taints the nodes will
+// not get unless --label-nodes says the labeller runs.
+func TestValidateLabelsAndTemplates(t *testing.T) {
+	p := newFakeProject(t)
+	doc := `{"nodeConfigs": {
+	  "plain": {"cloudInit": "#cloud-config\n", "labels": {"a": "b"}},
+	  "tmpl": {"cloudInitTemplate": true, "cloudInit": "<% .KubeletFlags %>", "labels": {"a": "b"}, "taints": [{"key": "k", "effect": "NoSchedule"}]}
+	}}`
+	env := p.env(t, map[string]string{config.EnvClusterConfigFile: "", config.EnvClusterConfig: base64.StdEncoding.EncodeToString([]byte(doc))})
+	nodes := []string{"--nodes=0:1:cx23:fsn1:plain", "--nodes=0:1:cx23:fsn1:tmpl"}
+	for _, labeller := range []bool{false, true} {
+		args := append([]string{"--output=json"}, nodes...)
+		if labeller {
+			args = append(args, "--label-nodes")
+		}
+		r := runCmd(t, runValidate, env, args...)
+		res := decodeJSON[validateResult](t, r)
+		if r.code != exitOK || !res.Valid {
+			t.Fatalf("validate %q = %d, problems %v; want valid", args, r.code, res.Problems)
+		}
+		var warned []string
+		for _, w := range res.Warnings {
+			if strings.Contains(w, "labeller") {
+				warned = append(warned, w[:strings.Index(w, ":")])
+			}
+		}
+		var want []string
+		if !labeller {
+			want = []string{"nodeConfigs.plain.labels"}
+		}
+		if !slices.Equal(want, warned) {
+			t.Errorf("validate %q warns about %q; want %q", args, warned, want)
+		}
+	}
+
+	bad := `{"nodeConfigs": {
+	  "a": {"cloudInitTemplate": true, "cloudInit": "token\n<% .Nope %>"},
+	  "b": {"cloudInitTemplate": true, "cloudInit": "<% if %>"}
+	}}`
+	env = p.env(t, map[string]string{config.EnvClusterConfigFile: "", config.EnvClusterConfig: base64.StdEncoding.EncodeToString([]byte(bad))})
+	r := runCmd(t, runValidate, env, "--output=json", "--nodes=0:1:cx23:fsn1:a", "--nodes=0:1:cx23:fsn1:b")
+	res := decodeJSON[validateResult](t, r)
+	var got []string
+	for _, pr := range res.Problems {
+		got = append(got, pr.Setting)
+	}
+	if r.code != exitFailure || !slices.Equal(got, []string{"nodeConfigs.a.cloudInit", "nodeConfigs.b.cloudInit"}) {
+		t.Errorf("validate with two bad templates = %d, problems %v; want 1 and both pools named", r.code, res.Problems)
 	}
 }
