@@ -86,6 +86,18 @@
 // pod's CPU and memory requests (counted as the scheduler counts them)
 // are priced at it.
 //
+// # Node labeller
+//
+// [WithNodeLabeller] runs the node labeller of package
+// github.com/hcloudscale/hcloudscale/nodelabel until Cleanup: once a node
+// of a pool registers, it adds the pool's labels and taints that the node
+// lacks, including labels that the NodeRestriction admission plugin
+// forbids the kubelet to set. Register enables it with the autoscaler's
+// Kubernetes client when [EnvLabelNodes] (HCLOUD_LABEL_NODES) is true; the
+// autoscaler's ClusterRole then needs update on nodes. Without it, the
+// provider logs a warning for each pool whose labels or taints its nodes
+// will not get (config.NodeLabelWarnings).
+//
 // # Logs and metrics
 //
 // [NewKlogLogger] bridges hcloudscale's zap logs to klog, so they appear

@@ -11,12 +11,14 @@ import (
 	"go.uber.org/zap"
 	apiv1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/cluster-autoscaler/pkg/cloudprovider"
 	caerrors "sigs.k8s.io/cluster-autoscaler/pkg/utils/errors"
 	"sigs.k8s.io/cluster-autoscaler/pkg/utils/gpu"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/nodelabel"
 	"github.com/hcloudscale/hcloudscale/pool"
 )
 
@@ -68,6 +70,10 @@ type Provider struct {
 	mu         sync.Mutex // guards closed, so that no scale-up joins background after Cleanup began
 	closed     bool
 
+	// labellerDone is closed when the node labeller has stopped; nil
+	// without one.
+	labellerDone chan struct{}
+
 	cleanupOnce sync.Once
 	cleanupErr  error
 }
@@ -89,6 +95,8 @@ type options struct {
 	clusterOpts  []hcloudscale.Option
 	callTimeout  time.Duration
 	closeTimeout time.Duration
+	labelClient  kubernetes.Interface
+	labelOpts    []nodelabel.Option
 }
 
 // WithName sets the name the provider reports ([DefaultName]); use the
@@ -154,6 +162,18 @@ func WithCloseTimeout(d time.Duration) Option {
 	}
 }
 
+// WithNodeLabeller runs the node labeller (package nodelabel) with client
+// until Cleanup: it adds each pool's labels and taints to the pool's
+// nodes once they register, including the labels the kubelet may not set
+// itself. client needs get, list, watch and update on nodes. [Register]
+// enables it with the environment variable [EnvLabelNodes].
+func WithNodeLabeller(client kubernetes.Interface, opts ...nodelabel.Option) Option {
+	return func(o *options) {
+		o.labelClient = client
+		o.labelOpts = opts
+	}
+}
+
 // New reads the configuration the built-in Hetzner provider reads (the
 // HCLOUD_* environment variables and the --nodes specs in
 // discovery.NodeGroupSpecs), checks it against the API with
@@ -195,6 +215,9 @@ func New(ctx context.Context, discovery cloudprovider.NodeGroupDiscoveryOptions,
 	for _, w := range cfg.Warnings {
 		log.Warn(w)
 	}
+	for _, w := range config.NodeLabelWarnings(cfg, o.labelClient != nil) {
+		log.Warn(w)
+	}
 	copts := append([]hcloudscale.Option{hcloudscale.WithLogger(o.logger)}, o.clusterOpts...)
 	cluster, err := hcloudscale.New(ctx, cfg, copts...)
 	if err != nil {
@@ -220,6 +243,16 @@ func New(ctx context.Context, discovery cloudprovider.NodeGroupDiscoveryOptions,
 		g := &NodeGroup{provider: p, pool: pl}
 		p.groups = append(p.groups, g)
 		p.byPool[pl] = g
+	}
+	if o.labelClient != nil {
+		l := nodelabel.New(o.labelClient, cluster, append([]nodelabel.Option{nodelabel.WithLogger(o.logger)}, o.labelOpts...)...)
+		p.labellerDone = make(chan struct{})
+		go func() {
+			defer close(p.labellerDone)
+			if err := l.Run(p.root); err != nil {
+				log.Error("node labeller stopped", zap.Error(err))
+			}
+		}()
 	}
 	return p, nil
 }
@@ -394,6 +427,9 @@ func (p *Provider) Cleanup() error {
 		p.mu.Unlock()
 		p.cancel()
 		p.background.Wait()
+		if p.labellerDone != nil {
+			<-p.labellerDone
+		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(p.root), p.closeAfter)
 		defer cancel()
 		p.cleanupErr = p.cluster.Close(ctx)

@@ -3,7 +3,9 @@ package adapter
 import (
 	"context"
 	"errors"
+	"os"
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +24,11 @@ import (
 // builds the provider.
 const StartTimeout = 2 * time.Minute
 
+// EnvLabelNodes, set to true (strconv.ParseBool), makes [Register] run the
+// node labeller with the autoscaler's Kubernetes client ([WithNodeLabeller]);
+// the autoscaler's ClusterRole then needs update on nodes.
+const EnvLabelNodes = "HCLOUD_LABEL_NODES"
+
 // Register makes the provider available to the autoscaler as
 // --cloud-provider=<name>. Call it once, from an init function of the
 // autoscaler build (the builder keeps a process-wide table and exits on a
@@ -37,16 +44,20 @@ func Register(name string) {
 
 // buildFunc is the builder shim behind Register; exit ends the process.
 func buildFunc(name string, exit func(code int)) builder.CloudProviderBuilder {
-	return func(_ *coreoptions.AutoscalerOptions, do cloudprovider.NodeGroupDiscoveryOptions, rl *cloudprovider.ResourceLimiter, _ informers.SharedInformerFactory) cloudprovider.CloudProvider {
+	return func(caOpts *coreoptions.AutoscalerOptions, do cloudprovider.NodeGroupDiscoveryOptions, rl *cloudprovider.ResourceLimiter, _ informers.SharedInformerFactory) cloudprovider.CloudProvider {
 		log := NewKlogLogger()
 		ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 		defer cancel()
-		p, err := New(ctx, do,
+		opts := []Option{
 			WithName(name),
 			WithResourceLimiter(rl),
 			WithLogger(log),
 			WithClusterOptions(hcloudscale.WithRegisterer(tolerantRegisterer{legacyregistry.Registerer(), log})),
-		)
+		}
+		if on, _ := strconv.ParseBool(os.Getenv(EnvLabelNodes)); on && caOpts != nil && caOpts.KubeClient != nil {
+			opts = append(opts, WithNodeLabeller(caOpts.KubeClient))
+		}
+		p, err := New(ctx, do, opts...)
 		if err != nil {
 			problems := leaves(err)
 			for _, e := range problems {

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/hcloudscale/hcloudscale/cloudinit"
 )
 
 // ClusterConfig is the cluster-config JSON document (HCLOUD_CLUSTER_CONFIG
@@ -19,6 +21,9 @@ type ClusterConfig struct {
 	DefaultSubnetIPRange netip.Prefix   // invalid (zero): unset
 	NodeConfigs          map[string]*NodeConfig
 	ClusterName          string
+	// CloudInitTemplate makes every pool's cloudInit a template unless the
+	// pool says otherwise; nil: key absent.
+	CloudInitTemplate *bool
 
 	// Warnings are problems that do not stop loading, such as an empty image
 	// spec or upstream's internal keys.
@@ -27,17 +32,18 @@ type ClusterConfig struct {
 
 // NodeConfig is one nodeConfigs entry.
 type NodeConfig struct {
-	CloudInit      Secret
-	Labels         map[string]string
-	ServerLabels   map[string]string
-	Taints         []corev1.Taint
-	ImagesForArch  *ImagesForArch // nil: key absent
-	SubnetIPRange  netip.Prefix
-	Firewalls      []string
-	PlacementGroup string
-	MaxPods        int // 0: unset
-	Reserved       Reserved
-	Autoscaling    *Autoscaling // nil: key absent
+	CloudInit         Secret
+	CloudInitTemplate *bool // nil: key absent
+	Labels            map[string]string
+	ServerLabels      map[string]string
+	Taints            []corev1.Taint
+	ImagesForArch     *ImagesForArch // nil: key absent
+	SubnetIPRange     netip.Prefix
+	Firewalls         []string
+	PlacementGroup    string
+	MaxPods           int // 0: unset
+	Reserved          Reserved
+	Autoscaling       *Autoscaling // nil: key absent
 }
 
 // ParseClusterConfig parses and checks a cluster-config document (plain
@@ -99,6 +105,11 @@ func (p *problems) clusterConfig(data []byte) (*ClusterConfig, error) {
 				cc.ClusterName = s
 			}
 		},
+		"cloudInitTemplate": func(path string, raw json.RawMessage) {
+			if b, ok := p.boolean(path, raw); ok {
+				cc.CloudInitTemplate = &b
+			}
+		},
 		"isUsingNewFormat": func(path string, _ json.RawMessage) {
 			p.warnf(path, "ignored: an internal field of the upstream provider, which ignored it too")
 		},
@@ -106,8 +117,32 @@ func (p *problems) clusterConfig(data []byte) (*ClusterConfig, error) {
 			p.warnf(path, "ignored: an internal field of the upstream provider, which ignored it too; use HCLOUD_CLOUD_INIT and HCLOUD_IMAGE for the legacy format")
 		},
 	})
+	// Whether a cloudInit is a template is known once the whole document
+	// is read: the top-level key may follow nodeConfigs.
+	for _, name := range sortedKeys(cc.NodeConfigs) {
+		nc := cc.NodeConfigs[name]
+		path := childPath("nodeConfigs", name) + ".cloudInit"
+		if cc.isTemplate(nc) {
+			_, err := cloudinit.Parse(nc.CloudInit.Reveal())
+			p.add(path, templateError(err))
+		} else {
+			p.add(path, checkCloudInit(nc.CloudInit.Reveal()))
+		}
+	}
 	cc.Warnings = append([]string(nil), p.warnings[warningsBefore:]...)
 	return cc, nil
+}
+
+// isTemplate reports whether a pool's cloudInit is a template: the pool's
+// cloudInitTemplate, else the document's, else not.
+func (cc *ClusterConfig) isTemplate(nc *NodeConfig) bool {
+	switch {
+	case nc.CloudInitTemplate != nil:
+		return *nc.CloudInitTemplate
+	case cc.CloudInitTemplate != nil:
+		return *cc.CloudInitTemplate
+	}
+	return false
 }
 
 func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
@@ -115,8 +150,12 @@ func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 	p.fields(path, raw, map[string]func(string, json.RawMessage){
 		"cloudInit": func(path string, raw json.RawMessage) {
 			if s, ok := p.str(path, raw); ok {
-				p.add(path, checkCloudInit(s))
 				nc.CloudInit = Secret(s)
+			}
+		},
+		"cloudInitTemplate": func(path string, raw json.RawMessage) {
+			if b, ok := p.boolean(path, raw); ok {
+				nc.CloudInitTemplate = &b
 			}
 		},
 		"labels": func(path string, raw json.RawMessage) {

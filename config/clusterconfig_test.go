@@ -37,7 +37,7 @@ func TestParseClusterConfigErrors(t *testing.T) {
 		want []problem
 	}{
 		{"unknown top-level key", `{"nodeConfig": {}}`, []problem{{"nodeConfig", `unknown key, did you mean "nodeConfigs"`}}},
-		{"unknown key without a near match", `{"foo": 1}`, []problem{{"foo", "unknown key, want one of clusterName, defaultSubnetIPRange"}}},
+		{"unknown key without a near match", `{"foo": 1}`, []problem{{"foo", "unknown key, want one of cloudInitTemplate, clusterName, defaultSubnetIPRange"}}},
 		{"typo with colon, the upstream issue", `{"nodeConfigs": {"p": {"taints:": []}}}`, []problem{{`nodeConfigs.p["taints:"]`, `did you mean "taints"`}}},
 		{"two keys differing only in case", `{"nodeConfigs": {"p": {"taints": [], "Taints": []}}}`, []problem{{"nodeConfigs.p.Taints", `"taints" and "Taints" differ only in case and both mean "taints"; write it once`}}},
 		{"duplicate key", `{"clusterName": "a", "clusterName": "b"}`, []problem{{"clusterName", "duplicate key"}}},

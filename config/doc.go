@@ -101,11 +101,13 @@
 //
 //	{
 //	  "clusterName": "prod",                  // new, optional
+//	  "cloudInitTemplate": true,              // new, optional
 //	  "imagesForArch": {"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04"},
 //	  "defaultSubnetIPRange": "10.0.0.0/16",
 //	  "nodeConfigs": {
 //	    "pool1": {
 //	      "cloudInit": "#cloud-config\n...",  // plain text, not base64
+//	      "cloudInitTemplate": true,            // new
 //	      "labels": {"node.kubernetes.io/role": "worker"},
 //	      "serverLabels": {"environment": "prod"},
 //	      "taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}],
@@ -136,12 +138,19 @@
 //     is an error, since it would be ignored.
 //   - nodeConfigs: one entry per --nodes pool, keyed by pool name. In this
 //     format every pool needs an entry; an entry no pool uses is a warning.
+//   - cloudInitTemplate (new): true makes every pool's cloudInit a
+//     template (see below), unless the pool's own cloudInitTemplate says
+//     otherwise. Default false.
 //   - nodeConfigs.<pool>.cloudInit: user data, plain text, at most
 //     [MaxCloudInitBytes] (32 KiB). The keys below are those of a pool
 //     entry too.
+//   - cloudInitTemplate (new, in a pool entry): whether this pool's
+//     cloudInit is a template, overriding the top-level key.
 //   - labels: Kubernetes labels of the pool's template node (key and value
-//     syntax of Kubernetes). As upstream, they are not applied to the nodes:
-//     cloud-init or the kubelet must set them.
+//     syntax of Kubernetes). As upstream, they are not applied to the nodes
+//     by themselves: a cloud-init template prints them for the kubelet, and
+//     the node labeller (package nodelabel) adds the ones the kubelet may
+//     not set.
 //   - serverLabels: Hetzner labels of created servers ([CheckServerLabel]): the
 //     hetzner.cloud/ prefix is reserved, and [LabelNodeGroup] and
 //     [LabelCluster] are set by hcloudscale and cannot be given.
@@ -182,6 +191,24 @@
 //     such as "10m"), zeroOrMaxNodeScaling, allowNonAtomicScaleUpToMax and
 //     ignoreDaemonSetsUtilization (booleans). Unset options keep the
 //     autoscaler's defaults.
+//
+// # Cloud-init templates
+//
+// A cloudInit declared a template (cloudInitTemplate) is rendered for each
+// server when it is created, with the pool, server name, cluster name,
+// location, server type, architecture, the pool's labels and taints, and
+// helpers that print them for the kubelet, k3s, kubeadm and Talos; package
+// cloudinit describes the syntax: Go templates with the delimiters <% and
+// %>, so that cloud-init's Jinja ({{ }}, {% %}) and shell ${...} stay
+// plain text. A cloudInit that is not declared a template is sent as
+// written, byte for byte, whatever it contains.
+//
+// Load reports a template that does not parse, names a function or field
+// that does not exist, or fails to render for the pool, as an error of
+// nodeConfigs.<pool>.cloudInit, all of them at once. The size limit
+// applies to the largest rendering (for both architectures, with a server
+// name of the greatest length) instead of the template's text. Neither the
+// template nor a rendering is quoted in errors or logs.
 //
 // IDs and names of networks, firewalls, SSH keys and placement groups must
 // be non-empty, without control characters or surrounding spaces. Whether

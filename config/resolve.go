@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/hcloudscale/hcloudscale/cloudinit"
 )
 
 // pools builds the resolved view of every --nodes pool and checks what
@@ -48,6 +50,7 @@ func (p *problems) pools(cfg *Config, cc *ClusterConfig, legacyCloudInit Secret,
 		if nc != nil {
 			path := childPath("nodeConfigs", spec.Name)
 			pool.CloudInit = nc.CloudInit
+			pool.CloudInitTemplate = cc.isTemplate(nc)
 			pool.Images = imagesFor(nc.ImagesForArch, cfg.Images, cfg.DefaultImage)
 			pool.Labels = maps.Clone(nc.Labels)
 			pool.Taints = slices.Clone(nc.Taints)
@@ -74,6 +77,13 @@ func (p *problems) pools(cfg *Config, cc *ClusterConfig, legacyCloudInit Secret,
 			}
 		}
 		pool.ServerLabels = serverLabels(pool.ServerLabels, pool.Name, cfg.ClusterName)
+		if nc != nil && pool.CloudInitTemplate {
+			// The template parsed (or its error is reported already);
+			// what is left is what depends on the --nodes pool.
+			if _, err := cloudinit.Parse(pool.CloudInit.Reveal()); err == nil {
+				p.add(childPath("nodeConfigs", spec.Name)+".cloudInit", CheckRendering(&pool, cfg.ClusterName))
+			}
+		}
 		pools = append(pools, pool)
 	}
 	if cc != nil {

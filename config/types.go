@@ -129,6 +129,9 @@ type Pool struct {
 	Location   string // lower-case
 
 	CloudInit Secret
+	// CloudInitTemplate says CloudInit is a template (package cloudinit),
+	// rendered per server at create.
+	CloudInitTemplate bool
 	// Images is the image spec per architecture after the precedence
 	// pool imagesForArch > global imagesForArch > HCLOUD_IMAGE.
 	Images ImagesForArch

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/hcloudscale/hcloudscale/cloudinit"
 )
 
 // Defaults returns a Config with every default filled in and no token,
@@ -97,7 +99,16 @@ func (p *problems) validatePool(path string, c *Config, pool *Pool) {
 			p.add(path+"."+field, checkNoSpace(v))
 		}
 	}
-	p.add(path+".cloudInit", checkCloudInit(pool.CloudInit.Reveal()))
+	if pool.CloudInitTemplate {
+		_, err := cloudinit.Parse(pool.CloudInit.Reveal())
+		if err != nil {
+			p.add(path+".cloudInit", templateError(err))
+		} else {
+			p.add(path+".cloudInit", CheckRendering(pool, c.ClusterName))
+		}
+	} else {
+		p.add(path+".cloudInit", checkCloudInit(pool.CloudInit.Reveal()))
+	}
 	p.imageSpecs(path+".images", pool.Images, true)
 	p.checkKubeLabels(path+".labels", pool.Labels)
 	p.checkTaints(path+".taints", pool.Taints)

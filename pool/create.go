@@ -126,6 +126,10 @@ func (p *Pool) createOpts(ctx context.Context, name string) (hcloud.ServerCreate
 		return hcloud.ServerCreateOpts{}, &infoError{ErrorInfo{Class: Other, Code: CodeImage, Message: err.Error()}}
 	}
 
+	userData, err := p.userData(name, st.Arch)
+	if err != nil {
+		return hcloud.ServerCreateOpts{}, err
+	}
 	start := !p.stoppedCreates
 	opts := hcloud.ServerCreateOpts{
 		Name:             name,
@@ -133,7 +137,7 @@ func (p *Pool) createOpts(ctx context.Context, name string) (hcloud.ServerCreate
 		Image:            &hcloud.Image{ID: img.ID},
 		Location:         &hcloud.Location{Name: p.cfg.Location},
 		SSHKeys:          p.deps.SSHKeys,
-		UserData:         p.cfg.CloudInit.Reveal(),
+		UserData:         userData,
 		StartAfterCreate: &start,
 		Labels:           p.copyLabels(),
 		PlacementGroup:   p.deps.PlacementGroup,

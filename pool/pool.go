@@ -11,6 +11,7 @@ import (
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
 
+	"github.com/hcloudscale/hcloudscale/cloudinit"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/imageresolve"
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
@@ -74,6 +75,8 @@ type Pool struct {
 	stoppedCreates bool
 	createSem      chan struct{} // bounds create-side requests in flight
 	deleteSem      chan struct{} // bounds delete requests in flight
+	// cloudInit is the parsed template when cfg.CloudInitTemplate is set.
+	cloudInit *cloudinit.Template
 
 	wg sync.WaitGroup // every background goroutine of the pool
 
@@ -176,6 +179,10 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	if o.createAttempts < 1 || o.retryBackoff < 0 {
 		bad("pool %q: retry: %d attempts (at least 1) with backoff %s (not negative)", cfg.Name, o.createAttempts, o.retryBackoff)
 	}
+	cloudInit, err := parseCloudInit(&cfg)
+	if err != nil {
+		bad("pool %q: %w", cfg.Name, err)
+	}
 	m := o.metrics
 	if m == nil {
 		var err error
@@ -206,6 +213,7 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		stoppedCreates: cfg.SubnetIPRange.IsValid(),
 		createSem:      make(chan struct{}, o.createConcurrency),
 		deleteSem:      make(chan struct{}, o.deleteConcurrency),
+		cloudInit:      cloudInit,
 		claims:         make(map[string]*claim),
 		deleting:       make(map[int64]struct{}),
 		tasks:          make(map[uint64]context.CancelFunc),

@@ -40,6 +40,7 @@ type serveFlags struct {
 	drainTimeout                 time.Duration
 	shutdownTimeout              time.Duration
 	leader                       leaderFlags
+	labels                       labelFlags
 }
 
 func newServeFlags() (*flag.FlagSet, *serveFlags) {
@@ -53,6 +54,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.healthListen, "health-listen", "", "extra plaintext address serving only the gRPC health service, for kubelet gRPC probes, which cannot do mutual TLS (empty: none)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":8085", "address of the Prometheus /metrics endpoint (empty: none)")
 	f.log.register(fs)
+	f.labels.register(fs)
 	fs.DurationVar(&f.rpcTimeout, "rpc-timeout", externalgrpc.DefaultCallTimeout, "bound on the work of one call; keep it below the autoscaler's grpc_timeout (5s)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long calls in progress may finish before the service stops")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 2*time.Minute, "on SIGTERM, how long server creates in flight may run to a safe point before they are cancelled")
@@ -227,6 +229,13 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 		_ = closeCluster(cluster, f.shutdownTimeout)
 		return err
 	}
+
+	stopLabeller, err := startLabeller(ctx, &f.labels, cfg, cluster, log)
+	if err != nil {
+		_ = closeCluster(cluster, f.shutdownTimeout)
+		return err
+	}
+
 	srv := externalgrpc.NewServer(cluster,
 		externalgrpc.WithLogger(log),
 		externalgrpc.WithRegisterer(reg),
@@ -319,6 +328,7 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 		errs = append(errs, <-failed)
 	}
 
+	stopLabeller()
 	log.Info("waiting for server creates in flight", zap.Duration("timeout", f.shutdownTimeout))
 	cctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 	defer cancel()

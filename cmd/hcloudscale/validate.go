@@ -51,6 +51,13 @@ per 50 servers of this cluster for the server listing: about 13 requests with no
 32 with 1,000 and 210 with 10,000 for a typical configuration, of the project's 3,600 per
 hour.
 
+A pool's cloudInit declared a template (cloudInitTemplate) is parsed and rendered for the
+pool, for both architectures and with the longest server name: a syntax error, an unknown
+field and a rendering over 32 KiB are problems. A pool with labels or taints is a warning
+when its nodes will not get them: when its cloud-init is no template that prints them and
+the node labeller does not run (say --label-nodes when it will, as with serve --label-nodes),
+or when it has labels the kubelet may not set and the labeller does not run.
+
 Flags:
 `)
 		printFlags(w, fs)
@@ -119,6 +126,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, e
 	cf := registerConfigFlags(fs)
 	online := fs.Bool("online", false, "also check against the API (token, references, server types, images, placement-group room) and resolve images and prices")
 	strict := fs.Bool("strict", false, "report every warning as a problem (exit code 1): sold-out server types, placement groups short of room, deprecations, differences from the upstream provider")
+	labelNodes := fs.Bool("label-nodes", false, "the node labeller will run (serve --label-nodes or the adapter's option): do not warn about labels and taints left to it")
 	output := outputFlag(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr, validateHelp(fs)); !ok {
 		return code
@@ -146,6 +154,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, e
 				res.Problems = problems(err)
 			}
 		}
+		res.Warnings = append(res.Warnings, config.NodeLabelWarnings(cfg, *labelNodes)...)
 	}
 	if *strict {
 		for _, w := range res.Warnings {

@@ -1,0 +1,57 @@
+// Package nodelabel adds the labels and taints of a node's pool to the
+// node once it has registered: what the kubelet cannot set itself, or what
+// a pool's cloud-init does not set.
+//
+// The NodeRestriction admission plugin stops a kubelet from setting labels
+// in the kubernetes.io and k8s.io namespaces beyond a fixed set
+// (node-role.kubernetes.io/worker, anything under
+// node-restriction.kubernetes.io, ...; see cloudinit.KubeletMaySet), so
+// no cloud-init can put them on a node. The labeller runs with its own
+// credentials and can.
+//
+// # What it does
+//
+// A [Labeller] watches the nodes with a client-go informer. A node belongs
+// to a pool when [Pools] (an hcloudscale.Cluster) finds its server: by the
+// provider ID hcloud://<server id>, or by the node name while the provider
+// ID is empty (before the cloud controller manager has set it). Nodes with
+// other provider IDs, and nodes whose servers belong to no pool of this
+// Cluster (other pools, other clusters, control-plane servers), are never
+// changed.
+//
+// For a node of a pool it adds, in one update:
+//
+//   - every label of the pool whose key the node lacks (all of them, not
+//     only the restricted ones, so that a cloud-init that sets none still
+//     gets a node that matches the autoscaler's template); a label the
+//     node has with another value is kept and logged;
+//   - every taint of the pool whose key and effect the node lacks;
+//   - the annotation [Annotation] with the pool's name.
+//
+// Nodes of a pool without labels and taints are left alone. It never
+// removes a label or taint, and a node with the annotation is
+// never changed again: a label or taint someone removes by hand stays
+// removed. Deleting the annotation has the node labelled again. A node
+// that re-registers (deleted and created by its kubelet) has no
+// annotation and is labelled again.
+//
+// Taints added after registration can come too late for pods already
+// scheduled; a NoSchedule taint is best registered by the kubelet
+// (cloudinit's .KubeletFlags and friends), which the labeller then finds
+// present.
+//
+// # When
+//
+// A node is handled when it appears or changes, and at every resync
+// ([WithResync], default one minute; the labeller's own, so that
+// [WithClock] drives it) until it carries the annotation: a node that
+// registers before the Cluster's server listing shows its server is
+// handled at the first resync after the listing does. A failed update is
+// retried with exponential backoff per node ([WithBackoff], 1 s doubling
+// up to 5 minutes); resyncs and node updates do not cut the backoff short.
+//
+// # Permissions
+//
+// The labeller needs get, list, watch and update on nodes (a ClusterRole;
+// examples/externalgrpc has one).
+package nodelabel
