@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -35,6 +36,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if dir, ok := os.LookupEnv(benchServeEnv); ok {
+		// A child process of BenchmarkHotCalls: serve, do not test.
+		if err := benchServe(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "bench server:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -161,11 +170,7 @@ func newEnv(t *testing.T, eo envOptions) *env {
 
 	srv := externalgrpc.NewServer(e.cluster, externalgrpc.WithLogger(log), externalgrpc.WithRegisterer(e.reg),
 		externalgrpc.WithCallTimeout(eo.callTimeout), externalgrpc.WithGate(eo.gate))
-	sopts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(srv.UnaryInterceptor())}
-	if eo.serverTLS != nil {
-		sopts = append(sopts, grpc.Creds(credentials.NewTLS(eo.serverTLS)))
-	}
-	gs := grpc.NewServer(sopts...)
+	gs := grpc.NewServer(srv.ServerOptions(eo.serverTLS)...)
 	protos.RegisterCloudProviderServer(gs, srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -273,7 +278,7 @@ type pki struct {
 	serial                int64
 }
 
-func newPKI(t *testing.T) *pki {
+func newPKI(t testing.TB) *pki {
 	t.Helper()
 	p := &pki{dir: t.TempDir(), serial: 1}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -313,7 +318,7 @@ func newPKI(t *testing.T) *pki {
 
 // issue signs a leaf certificate for 127.0.0.1 and writes it and its key
 // to <name>.crt and <name>.key; it returns the two paths.
-func (p *pki) issue(t *testing.T, name string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
+func (p *pki) issue(t testing.TB, name string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -343,7 +348,7 @@ func (p *pki) issue(t *testing.T, name string, usage x509.ExtKeyUsage) (certFile
 	return certFile, keyFile
 }
 
-func writePEM(t *testing.T, path, typ string, der []byte) {
+func writePEM(t testing.TB, path, typ string, der []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"path"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
 )
 
 // slowCall is the duration above which a call is logged at warn level: it
@@ -57,31 +61,78 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	return c
 }
 
+// methodMetrics are one method's collectors for successful calls, looked
+// up on its first success and kept: the autoscaler calls some methods
+// thousands of times per loop. Series appear only once used, as with
+// WithLabelValues.
+type methodMetrics struct {
+	ok       atomic.Pointer[prometheus.Counter]
+	duration atomic.Pointer[prometheus.Observer]
+}
+
+// forMethods returns an empty methodMetrics for every method of the
+// service.
+func forMethods() map[string]*methodMetrics {
+	out := make(map[string]*methodMetrics, len(protos.CloudProvider_ServiceDesc.Methods))
+	for _, md := range protos.CloudProvider_ServiceDesc.Methods {
+		out[md.MethodName] = &methodMetrics{}
+	}
+	return out
+}
+
+// observe counts a call of method that ended with code after elapsed.
+func (m *rpcMetrics) observe(mm *methodMetrics, method string, code codes.Code, elapsed time.Duration) {
+	if mm == nil || code != codes.OK {
+		m.requests.WithLabelValues(method, code.String()).Inc()
+		m.duration.WithLabelValues(method).Observe(elapsed.Seconds())
+		return
+	}
+	ok := mm.ok.Load()
+	if ok == nil {
+		c := m.requests.WithLabelValues(method, codes.OK.String())
+		ok = &c
+		mm.ok.Store(ok)
+	}
+	d := mm.duration.Load()
+	if d == nil {
+		o := m.duration.WithLabelValues(method)
+		d = &o
+		mm.duration.Store(d)
+	}
+	(*ok).Inc()
+	(*d).Observe(elapsed.Seconds())
+}
+
 // UnaryInterceptor logs every call (debug; warn when it took longer than a
 // second, and every error at info) and counts it in the metrics of
 // [WithRegisterer]. Install it with grpc.ChainUnaryInterceptor.
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	methods := forMethods()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := handler(ctx, req)
 		elapsed := time.Since(start)
 		method := path.Base(info.FullMethod)
 		code := status.Code(err)
-		s.metrics.requests.WithLabelValues(method, code.String()).Inc()
-		s.metrics.duration.WithLabelValues(method).Observe(elapsed.Seconds())
+		s.metrics.observe(methods[method], method, code, elapsed)
 
-		fields := []zap.Field{zap.String("method", method), zap.Duration("elapsed", elapsed), zap.Stringer("code", code)}
+		level, msg := zapcore.DebugLevel, "call"
 		switch {
 		case code == codes.Unimplemented:
 			// The autoscaler asks NodeGroupGetOptions many times per loop
 			// for pools without options; this is the expected answer.
-			s.log.Debug("call", fields...)
 		case err != nil:
-			s.log.Info("call failed", append(fields, zap.Error(err))...)
+			level, msg = zapcore.InfoLevel, "call failed"
 		case elapsed > slowCall:
-			s.log.Warn("slow call", fields...)
-		default:
-			s.log.Debug("call", fields...)
+			level, msg = zapcore.WarnLevel, "slow call"
+		}
+		// Check first, so that a call that is not logged builds no fields.
+		if ce := s.log.Check(level, msg); ce != nil {
+			fields := []zap.Field{zap.String("method", method), zap.Duration("elapsed", elapsed), zap.Stringer("code", code)}
+			if level == zapcore.InfoLevel {
+				fields = append(fields, zap.Error(err))
+			}
+			ce.Write(fields...)
 		}
 		return resp, err
 	}

@@ -2,13 +2,17 @@ package externalgrpc
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -42,6 +46,20 @@ type Server struct {
 	callTimeout time.Duration
 	metrics     *rpcMetrics
 	gate        Gate // nil: every call may change the cluster
+	// groups holds, per pool name, the parts of answers that never change;
+	// the Cluster's pools are fixed at its creation.
+	groups map[string]*group
+}
+
+// group is what the Server keeps of one pool.
+type group struct {
+	pool *pool.Pool
+	// debug is the NodeGroup's debug string.
+	debug string
+	// noOptions is NodeGroupGetOptions' Unimplemented answer for a pool
+	// without autoscaling options, built once: the autoscaler asks for it
+	// several times per node and loop.
+	noOptions error
 }
 
 var _ protos.CloudProviderServer = (*Server)(nil)
@@ -102,8 +120,15 @@ func NewServer(cluster *hcloudscale.Cluster, opts ...Option) *Server {
 		callTimeout: o.callTimeout,
 		metrics:     newRPCMetrics(o.registerer),
 		gate:        o.gate,
+		groups:      map[string]*group{},
 	}
 	for _, p := range cluster.Pools() {
+		cfg := p.Config()
+		s.groups[p.Name()] = &group{
+			pool:      p,
+			debug:     fmt.Sprintf("%s (%s in %s, min %d, max %d)", cfg.Name, cfg.ServerType, cfg.Location, cfg.MinSize, cfg.MaxSize),
+			noOptions: status.Errorf(codes.Unimplemented, "node group %q sets no autoscaling options; the autoscaler's defaults apply", p.Name()),
+		}
 		if p.Config().Autoscaling != nil {
 			s.log.Warn("pool sets autoscaling options, so NodeGroupGetOptions answers for it: "+
 				"Cluster Autoscaler 1.35 and later then use a max node startup time of 0 for the pool "+
@@ -132,20 +157,19 @@ func (s *Server) NodeGroups(_ context.Context, _ *protos.NodeGroupsRequest) (*pr
 	pools := s.cluster.Pools()
 	out := make([]*protos.NodeGroup, 0, len(pools))
 	for _, p := range pools {
-		out = append(out, nodeGroup(p))
+		out = append(out, s.nodeGroup(p))
 	}
 	return &protos.NodeGroupsResponse{NodeGroups: out}, nil
 }
 
 // nodeGroup describes a pool. The debug string holds only what does not
 // change: the autoscaler keeps it for a whole loop.
-func nodeGroup(p *pool.Pool) *protos.NodeGroup {
-	cfg := p.Config()
+func (s *Server) nodeGroup(p *pool.Pool) *protos.NodeGroup {
 	return &protos.NodeGroup{
 		Id:      p.Name(),
 		MinSize: clampInt32(p.MinSize()),
 		MaxSize: clampInt32(p.MaxSize()),
-		Debug:   fmt.Sprintf("%s (%s in %s, min %d, max %d)", cfg.Name, cfg.ServerType, cfg.Location, cfg.MinSize, cfg.MaxSize),
+		Debug:   s.groups[p.Name()].debug,
 	}
 }
 
@@ -170,7 +194,7 @@ func (s *Server) NodeGroupForNode(_ context.Context, req *protos.NodeGroupForNod
 	if p == nil {
 		return &protos.NodeGroupForNodeResponse{NodeGroup: &protos.NodeGroup{}}, nil
 	}
-	return &protos.NodeGroupForNodeResponse{NodeGroup: nodeGroup(p)}, nil
+	return &protos.NodeGroupForNodeResponse{NodeGroup: s.nodeGroup(p)}, nil
 }
 
 // GPULabel returns [GPULabel].
@@ -223,11 +247,11 @@ func (s *Server) pool(id string) (*pool.Pool, error) {
 	if id == "" {
 		return nil, status.Error(codes.NotFound, "node group id is empty")
 	}
-	p := s.cluster.Pool(id)
-	if p == nil {
+	g := s.groups[id]
+	if g == nil {
 		return nil, status.Errorf(codes.NotFound, "node group %q does not exist", id)
 	}
-	return p, nil
+	return g.pool, nil
 }
 
 // toStatus maps an error of the Cluster or a pool to a gRPC status:
@@ -266,4 +290,22 @@ func toStatus(err error, fallback codes.Code, what string) error {
 // clampInt32 converts a size for the wire; sizes are far below the limit.
 func clampInt32(n int) int32 {
 	return int32(max(min(n, 1<<31-1), -1<<31))
+}
+
+// ServerOptions are the grpc.ServerOptions for serving s: interceptors
+// (run first, in order) followed by its own, the transport credentials of
+// tlsConfig (nil: plaintext), and settings
+// for many small calls on few connections: a codec that decodes only what
+// NodeGroupForNode reads (see codec.go) and a worker goroutine per CPU
+// instead of a new goroutine per call.
+func (s *Server) ServerOptions(tlsConfig *tls.Config, interceptors ...grpc.UnaryServerInterceptor) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(append(interceptors, s.UnaryInterceptor())...),
+		grpc.ForceServerCodecV2(newCodec()),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+	}
+	if tlsConfig != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
+	}
+	return opts
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
@@ -51,7 +50,7 @@ func (s *Server) NodeGroupGetOptions(_ context.Context, req *protos.NodeGroupAut
 	}
 	o, ok := p.Options(fromProto(req.GetDefaults()))
 	if !ok {
-		return nil, status.Errorf(codes.Unimplemented, "node group %q sets no autoscaling options; the autoscaler's defaults apply", p.Name())
+		return nil, s.groups[p.Name()].noOptions
 	}
 	return &protos.NodeGroupAutoscalingOptionsResponse{NodeGroupAutoscalingOptions: toProto(o)}, nil
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -243,11 +242,7 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 		externalgrpc.WithGate(lead.gate()),
 	)
 	hs := health.NewServer()
-	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(append(lead.interceptors(), srv.UnaryInterceptor())...)}
-	if serverTLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(serverTLS)))
-	}
-	gs := grpc.NewServer(opts...)
+	gs := grpc.NewServer(srv.ServerOptions(serverTLS, lead.interceptors()...)...)
 	protos.RegisterCloudProviderServer(gs, srv)
 	healthpb.RegisterHealthServer(gs, hs)
 	var hgs *grpc.Server
