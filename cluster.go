@@ -39,8 +39,9 @@ type Cluster struct {
 	byName   map[string]*pool.Pool
 	warnings []string
 
-	lenient    bool // offer problems are warnings (WithLenientChecks)
-	noResume   bool // unfinished create flows are left alone (WithoutResume)
+	lenient    bool        // offer problems are warnings (WithLenientChecks)
+	noResume   bool        // unfinished create flows are left alone (WithoutResume)
+	resumeWhen func() bool // nil, or whether this replica may resume now (WithResumeWhen)
 	presence   *presenceCache
 	unregister func() // stops the rate-limit metrics reporting this Cluster
 
@@ -80,12 +81,13 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 	}
 
 	c := &Cluster{
-		cfg:      cfg,
-		log:      o.logger,
-		byName:   map[string]*pool.Pool{},
-		warnings: slices.Clone(cfg.Warnings),
-		lenient:  o.lenient,
-		noResume: o.noResume,
+		cfg:        cfg,
+		log:        o.logger,
+		byName:     map[string]*pool.Pool{},
+		warnings:   slices.Clone(cfg.Warnings),
+		lenient:    o.lenient,
+		noResume:   o.noResume,
+		resumeWhen: o.resumeWhen,
 	}
 	c.client, c.pacer = newClient(cfg, &o)
 	if c.unregister, err = registerRateLimit(o.registerer, c.pacer); err != nil {
@@ -390,14 +392,23 @@ func (c *Cluster) Refresh(ctx context.Context) error {
 }
 
 // resume lets every pool finish the create flows that a previous process
-// (or a flow of another process still running) left unfinished.
+// (or a flow of another process still running) left unfinished, unless
+// [WithoutResume] was given or [WithResumeWhen]'s function says no.
 func (c *Cluster) resume() {
-	if c.noResume {
+	if c.noResume || (c.resumeWhen != nil && !c.resumeWhen()) {
 		return
 	}
 	for _, p := range c.pools {
 		p.Resume()
 	}
+}
+
+// Resume lets every pool finish the create flows the last listing shows
+// unfinished ([pool.Pool.Resume]), as New and Refresh do by themselves. A
+// replica built with [WithResumeWhen] calls it when it becomes the leader,
+// after [Cluster.RefreshNow]. It does nothing with [WithoutResume].
+func (c *Cluster) Resume() {
+	c.resume()
 }
 
 // ServerTypes returns the server-type catalogue, cached.

@@ -61,6 +61,7 @@ type options struct {
 	rateLimitReserve  int
 	lenient           bool
 	noResume          bool
+	resumeWhen        func() bool
 }
 
 func defaultOptions() options {
@@ -208,4 +209,13 @@ func WithLenientChecks() Option {
 // the flows runs elsewhere.
 func WithoutResume() Option {
 	return func(o *options) { o.noResume = true }
+}
+
+// WithResumeWhen makes New and Refresh resume unfinished create flows
+// only while leads returns true: for one of several replicas of which only
+// the leader may change servers. A replica that becomes the leader calls
+// [Cluster.RefreshNow] and then [Cluster.Resume]. [WithoutResume] wins
+// over it.
+func WithResumeWhen(leads func() bool) Option {
+	return func(o *options) { o.resumeWhen = leads }
 }

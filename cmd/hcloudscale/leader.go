@@ -221,6 +221,13 @@ func (l *leadership) Enter() (func(), error) {
 	}, nil
 }
 
+// leads reports whether this replica leads now.
+func (l *leadership) leads() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leading
+}
+
 // gate returns l as an externalgrpc Gate; a nil l gives a nil Gate, which
 // lets every call in.
 func (l *leadership) gate() externalgrpc.Gate {
@@ -354,6 +361,9 @@ func (l *leadership) startLeading(ctx context.Context) {
 	l.leading = true
 	l.holder = l.identity
 	l.mu.Unlock()
+	// Finish the create flows the previous leader left unfinished, now
+	// that this replica may change servers.
+	l.cluster.Resume()
 	l.gauge.Set(1)
 	l.log.Info("leading: changes are let in")
 }

@@ -218,12 +218,16 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 		return fmt.Errorf("metrics: %w", err)
 	}
 
-	cluster, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithRegisterer(reg))
+	// With --leader-elect only the leader finishes the create flows a
+	// previous process left unfinished; lead is set before any call comes.
+	var lead *leadership
+	cluster, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithRegisterer(reg),
+		hcloudscale.WithResumeWhen(func() bool { return !f.leader.enabled || (lead != nil && lead.leads()) }))
 	if err != nil {
 		return fmt.Errorf("checking the configuration against the API: %w", err)
 	}
 
-	lead, err := newLeadership(f.leader, env, reg, cluster, log)
+	lead, err = newLeadership(f.leader, env, reg, cluster, log)
 	if err != nil {
 		_ = closeCluster(cluster, f.shutdownTimeout)
 		return err
