@@ -2,6 +2,7 @@ package hcloudscale_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,5 +229,50 @@ func TestWithoutResumeLeavesFlowsAlone(t *testing.T) {
 	}
 	if st := e.c.Pool("subnet").Status(); st.PendingClaims != 0 {
 		t.Errorf("Status() = %+v; want no flow", st)
+	}
+}
+
+// TestResumeWhenLeading checks WithResumeWhen: a standby replica leaves the
+// create flow a previous leader left unfinished alone, through New and
+// every Refresh; once it leads, Resume finishes the flow.
+func TestResumeWhenLeading(t *testing.T) {
+	e := newFaultEnv(t, faultOptions{})
+	defer e.stop()
+	ctx := context.Background()
+	if err := e.c.Pool("subnet").IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	advanceUntil(e, "the create request", func() bool { return len(poolServers(t, e.api(), "subnet")) == 1 })
+	killed, cancel := context.WithCancel(ctx)
+	cancel()
+	_ = e.c.Close(killed)
+	e.killed[e.c] = true
+	e.clock.Advance(time.Minute) // the server is created, off, not attached
+
+	var leads atomic.Bool
+	e.opts = append(e.opts, hcloudscale.WithResumeWhen(leads.Load))
+	e.c = e.start()
+	for range 3 {
+		e.clock.Advance(2 * time.Minute) // past the listing's TTL
+		if err := e.c.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	actions := func() int {
+		return e.api().Count("POST /servers/{id}/actions/attach_to_network") + e.api().Count("POST /servers/{id}/actions/poweron")
+	}
+	if n := actions(); n != 0 {
+		t.Fatalf("standby: %d attach or power-on requests; want none", n)
+	}
+
+	leads.Store(true)
+	if err := e.c.RefreshNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.c.Resume()
+	advanceUntil(e, "the resumed flow", func() bool { return e.c.Pool("subnet").Status().Running == 1 })
+	if n := actions(); n != 2 {
+		t.Errorf("leader: %d attach and power-on requests; want 2 (one of each)", n)
 	}
 }
