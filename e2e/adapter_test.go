@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/cluster-autoscaler/pkg/cloudprovider"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/adapter"
+	"github.com/hcloudscale/hcloudscale/config"
+)
+
+var klogFile = flag.String("klog", "", "file for the autoscaler's log (default: a new file in the temporary directory, named at the start)")
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(func() int {
+		closeLog, err := LogTo(*klogFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer closeLog()
+		return m.Run()
+	}())
+}
+
+// TestAdapter runs every scenario against the in-process adapter.
+func TestAdapter(t *testing.T) {
+	for _, sc := range Scenarios {
+		t.Run(sc.Name, func(t *testing.T) { sc.Run(t, adapterKind{}) })
+	}
+}
+
+// adapterKind is our in-process adapter, started the way the
+// autoscaler's builder starts it (adapter.New with the --nodes specs),
+// with the scenario's short timings.
+type adapterKind struct{}
+
+func (adapterKind) Name() string { return "in-process" }
+
+func (adapterKind) Start(t *testing.T, s Setup) (cloudprovider.CloudProvider, error) {
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(klogWriter{}), zap.InfoLevel))
+	return adapter.New(context.Background(), cloudprovider.NodeGroupDiscoveryOptions{NodeGroupSpecs: s.Nodes},
+		adapter.WithEnv(config.MapEnv(s.Env, nil)),
+		adapter.WithLogger(log),
+		// Cleanup cancels creates in flight at once, which is as close
+		// to a crash as one process can come.
+		adapter.WithCloseTimeout(time.Millisecond),
+		adapter.WithClusterOptions(
+			hcloudscale.WithRegisterer(prometheus.NewRegistry()),
+			hcloudscale.WithPollInterval(s.Interval),
+			hcloudscale.WithListTTL(s.ListTTL),
+			hcloudscale.WithClientOptions(
+				hcloud.WithRetryOpts(hcloud.RetryOpts{BackoffFunc: hcloud.ConstantBackoff(50 * time.Millisecond), MaxRetries: 3}),
+				hcloud.WithPollOpts(hcloud.PollOpts{BackoffFunc: hcloud.ConstantBackoff(s.Interval)}),
+			),
+		),
+	)
+}
+
+func (adapterKind) Stop(p cloudprovider.CloudProvider) error { return p.Cleanup() }
+
+// klogWriter writes our provider's log into the autoscaler's log.
+type klogWriter struct{}
+
+func (klogWriter) Write(b []byte) (int, error) {
+	klog.InfoDepth(1, "hcloudscale: "+strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// TestAdapterAtScale measures the loop at the cluster sizes listed in
+// $E2E_SCALE (e.g. "1000,5000"); it is skipped without.
+func TestAdapterAtScale(t *testing.T) {
+	for _, size := range ScaleSizes(t) {
+		t.Run(fmt.Sprint(size), func(t *testing.T) { LoopAtScale(t, adapterKind{}, size, 10) })
+	}
+}

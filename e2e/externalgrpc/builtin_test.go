@@ -1,0 +1,35 @@
+package externalgrpc
+
+import (
+	"testing"
+
+	"k8s.io/autoscaler/cluster-autoscaler/cloudprovider/hetzner"
+	"sigs.k8s.io/cluster-autoscaler/pkg/cloudprovider"
+
+	"github.com/hcloudscale/hcloudscale/e2e"
+)
+
+// TestBuiltin runs every scenario against the autoscaler's built-in
+// hetzner provider, for comparison. It reads HCLOUD_* from the process
+// environment, so these tests must not run in parallel with each other.
+func TestBuiltin(t *testing.T) {
+	for _, sc := range e2e.Scenarios {
+		t.Run(sc.Name, func(t *testing.T) { sc.Run(t, builtinKind{}) })
+	}
+}
+
+// builtinKind is the built-in provider, built as the autoscaler's builder
+// builds it. It keeps no state worth stopping: a restart is a new one.
+type builtinKind struct{}
+
+func (builtinKind) Name() string { return "built-in" }
+
+func (builtinKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvider, error) {
+	for k, v := range s.Env {
+		t.Setenv(k, v)
+	}
+	return hetzner.BuildHetzner(nil, cloudprovider.NodeGroupDiscoveryOptions{NodeGroupSpecs: s.Nodes},
+		cloudprovider.NewResourceLimiter(nil, nil)), nil
+}
+
+func (builtinKind) Stop(p cloudprovider.CloudProvider) error { return p.Cleanup() }

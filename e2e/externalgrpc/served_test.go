@@ -1,0 +1,248 @@
+// Package externalgrpc runs the end-to-end scenarios of package e2e
+// against the autoscaler's own externalgrpc client talking to
+// `hcloudscale serve`, a subprocess with mutual TLS as deployed, and
+// against the autoscaler's built-in hetzner provider, for comparison.
+package externalgrpc
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"flag"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/autoscaler/cluster-autoscaler/cloudprovider/externalgrpc"
+	"sigs.k8s.io/cluster-autoscaler/pkg/cloudprovider"
+	caconfig "sigs.k8s.io/cluster-autoscaler/pkg/config"
+	coreoptions "sigs.k8s.io/cluster-autoscaler/pkg/core/options"
+
+	"github.com/hcloudscale/hcloudscale/e2e"
+)
+
+var (
+	klogFile = flag.String("klog", "", "file for the autoscaler's log (default: a new file in the temporary directory, named at the start)")
+	binary   = flag.String("hcloudscale", "", "hcloudscale binary to serve with (default: built from this checkout)")
+)
+
+// work holds the binary, the certificates and the logs of serve.
+var work string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(func() int {
+		closeLog, err := e2e.LogTo(*klogFile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer closeLog()
+		if work, err = os.MkdirTemp("", "hcloudscale-e2e-serve-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "serve logs and certificates: %s\n", work)
+		if *binary == "" {
+			*binary = filepath.Join(work, "hcloudscale")
+			// The main module alone: serve needs nothing of the autoscaler.
+			cmd := exec.Command("go", "build", "-o", *binary, "./cmd/hcloudscale")
+			cmd.Dir = filepath.Join("..", "..")
+			cmd.Env = append(os.Environ(), "GOWORK=off")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "build hcloudscale: %v\n%s", err, out)
+				return 1
+			}
+		}
+		if err := writeCertificates(work); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+// TestServe runs every scenario against the autoscaler's externalgrpc
+// client and `hcloudscale serve`.
+func TestServe(t *testing.T) {
+	for _, sc := range e2e.Scenarios {
+		t.Run(sc.Name, func(t *testing.T) { sc.Run(t, &servedKind{}) })
+	}
+}
+
+// servedKind is `hcloudscale serve` in a subprocess with mutual TLS, and
+// the autoscaler's externalgrpc client built as its builder builds it
+// (BuildExternalGrpc with a --cloud-config file). A restart starts a new
+// serve on the same address; the client reconnects.
+type servedKind struct {
+	addr string
+	n    int
+}
+
+func (*servedKind) Name() string { return "externalgrpc" }
+
+// served is a client with the serve process behind it.
+type served struct {
+	cloudprovider.CloudProvider
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvider, error) {
+	if k.addr == "" {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		k.addr = l.Addr().String()
+		_ = l.Close()
+	}
+	k.n++
+	logPath := filepath.Join(work, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(t.Name(), "/", "_"), k.n))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "--listen", k.addr, "--metrics-listen", "",
+		"--tls-cert", filepath.Join(work, "server.crt"), "--tls-key", filepath.Join(work, "server.key"),
+		"--tls-client-ca", filepath.Join(work, "ca.crt"), "--log-format", "console"}
+	for _, n := range s.Nodes {
+		args = append(args, "--nodes", n)
+	}
+	cmd := exec.Command(*binary, args...)
+	cmd.Env = os.Environ()
+	for k, v := range s.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait(); _ = logFile.Close() }()
+	p := &served{cmd: cmd, done: done}
+	if err := waitListening(k.addr, done); err != nil {
+		_ = k.Stop(p)
+		out, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("serve: %w\n%s", err, out)
+	}
+
+	cloudConfig := filepath.Join(work, "cloud-config.yaml")
+	doc := fmt.Sprintf("address: %q\nkey: %q\ncert: %q\ncacert: %q\n", k.addr,
+		filepath.Join(work, "client.key"), filepath.Join(work, "client.crt"), filepath.Join(work, "ca.crt"))
+	if err := os.WriteFile(cloudConfig, []byte(doc), 0o600); err != nil {
+		_ = k.Stop(p)
+		return nil, err
+	}
+	opts := &coreoptions.AutoscalerOptions{AutoscalingOptions: caconfig.AutoscalingOptions{CloudConfig: cloudConfig}}
+	p.CloudProvider = externalgrpc.BuildExternalGrpc(opts, cloudprovider.NodeGroupDiscoveryOptions{},
+		cloudprovider.NewResourceLimiter(nil, nil))
+	return p, nil
+}
+
+// Stop kills serve: a crash, nothing handed over.
+func (*servedKind) Stop(cp cloudprovider.CloudProvider) error {
+	p := cp.(*served)
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	p.done <- errors.New("stopped")
+	return nil
+}
+
+// waitListening waits until addr accepts connections or the process ends.
+func waitListening(addr string, done chan error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			done <- err
+			return fmt.Errorf("exited: %v", err)
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			_ = c.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not listening after 30 s", addr)
+}
+
+// writeCertificates writes a CA, a server certificate for 127.0.0.1 and a
+// client certificate, as cert-manager would issue them for the
+// deployment in examples/.
+func writeCertificates(dir string) error {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hcloudscale-e2e-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return err
+	}
+	if err := writePEM(filepath.Join(dir, "ca.crt"), "CERTIFICATE", caDER); err != nil {
+		return err
+	}
+	for i, leaf := range []struct {
+		name  string
+		usage x509.ExtKeyUsage
+	}{{"server", x509.ExtKeyUsageServerAuth}, {"client", x509.ExtKeyUsageClientAuth}} {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return err
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: "hcloudscale-e2e-" + leaf.name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{leaf.usage},
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			return err
+		}
+		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			return err
+		}
+		if err := writePEM(filepath.Join(dir, leaf.name+".crt"), "CERTIFICATE", der); err != nil {
+			return err
+		}
+		if err := writePEM(filepath.Join(dir, leaf.name+".key"), "PRIVATE KEY", keyDER); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writePEM(path, kind string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600)
+}
+
+// TestServeAtScale measures the loop at the cluster sizes listed in
+// $E2E_SCALE (e.g. "1000,5000"); it is skipped without.
+func TestServeAtScale(t *testing.T) {
+	for _, size := range e2e.ScaleSizes(t) {
+		t.Run(fmt.Sprint(size), func(t *testing.T) { e2e.LoopAtScale(t, &servedKind{}, size, 10) })
+	}
+}
