@@ -116,18 +116,18 @@ func TestAPIOutage(t *testing.T) {
 			t.Errorf("instance %s failed after the outage: %v", in.ID, in.Error)
 		}
 	}
-	// Within a minute of the recovery (the longest failure backoff) every
-	// read path is fresh again.
-	e.clock.Advance(time.Minute)
+	// Within one autoscaler loop of the recovery (10 s, the longest
+	// failure backoff) every read path is fresh again.
+	e.clock.Advance(10 * time.Second)
 	if err := e.c.Refresh(t.Context()); err != nil {
-		t.Errorf("Refresh a minute after the outage: %v", err)
+		t.Errorf("Refresh one loop (10 s) after the outage: %v", err)
 	}
 	if _, err := plain.TemplateNode(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	for data, s := range staleSince(t, reg) {
 		if s != 0 {
-			t.Errorf("hcloudscale_stale_since_seconds{data=%q} = %v a minute after the outage; want 0", data, s)
+			t.Errorf("hcloudscale_stale_since_seconds{data=%q} = %v one loop after the outage; want 0", data, s)
 		}
 	}
 }

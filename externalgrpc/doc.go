@@ -55,13 +55,13 @@
 // Read answers follow one rule: stale but good beats fresh but failing.
 // While the Hetzner API is down, NodeGroupTemplateNodeInfo and the
 // Pricing calls answer from the server-type catalogue in memory, used up
-// to a day past its fetch (it is refreshed hourly, and within a minute of
+// to a day past its fetch (it is refreshed hourly, and within 10 s of
 // the API answering again), and waiting at most a second for a new one;
 // NodeGroupNodes, NodeGroupTargetSize and NodeGroupForNode answer from the
 // last listing however old. Refresh does return Unavailable once the
 // listing has expired and cannot be renewed, so the autoscaler skips its
 // loop instead of scaling on a view it cannot renew; the listing is tried
-// again after a backoff of at most a minute. A scale-up accepted during
+// again after a backoff of at most 10 s, one autoscaler loop. A scale-up accepted during
 // an outage is recorded, and its create fails after its retries and shows
 // as a failed instance of class Other. Nothing is deleted because of an
 // outage. hcloudscale_stale_since_seconds tells since when each read path

@@ -86,8 +86,7 @@ func (c *Cache) Selector() string {
 // continues for the others, bounded by [WithListTimeout].
 //
 // After a failed listing, Get returns that error without listing again for
-// a few seconds (doubling per failure, at most a minute or the TTL if
-// shorter); [Cache.Current] still has the last snapshot.
+// a few seconds (5 s, then 10 s, or the TTL if shorter); [Cache.Current] still has the last snapshot.
 func (c *Cache) Get(ctx context.Context) (*Snapshot, error) {
 	if err := c.refresh.ensure(ctx, false); err != nil {
 		return nil, err

@@ -563,12 +563,12 @@ func TestFailedListingBacksOff(t *testing.T) {
 }
 
 func TestBackoffDoublesUpToTheTTL(t *testing.T) {
-	r := &refresher{ttl: time.Minute}
+	r := &refresher{ttl: 8 * time.Second}
 	var got []time.Duration
-	for r.failures = 1; r.failures <= 6; r.failures++ {
+	for r.failures = 1; r.failures <= 4; r.failures++ {
 		got = append(got, r.backoffLocked())
 	}
-	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute, time.Minute}
+	want := []time.Duration{5 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("backoff per consecutive failure mismatch (-want +got):\n%s", diff)
 	}

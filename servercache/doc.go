@@ -55,9 +55,9 @@
 //
 // Both caches follow one rule for reading through API trouble: stale but
 // good beats fresh but failing. A failed fetch never throws away a value
-// that was good; it is retried after a backoff that starts at 5 s and
-// doubles up to one minute (or the TTL if shorter), so the first retry
-// after the API answers again comes within a minute.
+// that was good; it is retried after a backoff of 5 s, then 10 s (or the
+// TTL if shorter), so the first retry after the API answers again comes
+// within one autoscaler loop.
 //
 //   - The server-type catalogue, which changes a few times a year, is
 //     served stale: after its TTL, [TypeCatalog.Lookup] and

@@ -17,12 +17,15 @@ var ErrClosed = errors.New("servercache: closed")
 // failureBackoff is the pause after a failed listing before Get lists
 // again; it doubles per consecutive failure up to maxFailureBackoff (or
 // the TTL if that is shorter). Without it, a caller that polls every few
-// seconds would spend the API budget on a listing that keeps failing after
-// many pages; with the cap, a value is fetched again within a minute of
-// the API answering again.
+// seconds would spend the API budget on a listing that keeps failing; with
+// the cap, a value is fetched again within one autoscaler loop (10 s) of
+// the API answering again. A fetch that keeps failing costs at most one
+// attempt per 10 s (its first page, or the one catalogue request), about
+// 360 requests an hour while the API fails, most of them answered with an
+// error at once.
 const (
 	failureBackoff    = 5 * time.Second
-	maxFailureBackoff = time.Minute
+	maxFailureBackoff = 10 * time.Second
 )
 
 // staleWait is how long a reader that could be served stale data waits
