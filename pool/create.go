@@ -307,30 +307,17 @@ func (p *Pool) adoptedDone(s *hcloud.Server) bool {
 	return s.Status == hcloud.ServerStatusRunning || (s.Status == hcloud.ServerStatusOff && !s.Locked)
 }
 
-// awaitStatus polls a server at the waiter's interval until done says so.
-// It is used only for servers adopted after a lost response, whose
+// awaitStatus polls a server at the waiter's interval until done says so
+// ([Pool.pollServer]); a server that disappears meanwhile fails the
+// create. It is used only for servers adopted after a lost response, whose
 // actions are unknown, so it costs a request per tick for those alone.
 func (p *Pool) awaitStatus(ctx context.Context, server *hcloud.Server, done func(*hcloud.Server) bool) (*hcloud.Server, error) {
-	w := p.deps.Waiter
-	for !done(server) {
-		select {
-		case <-w.clock.After(w.interval):
-		case <-ctx.Done():
-			return nil, fmt.Errorf("server %s is %s: %w", server.Name, server.Status, ctx.Err())
-		}
-		s, _, err := p.deps.Servers.GetByID(ctx, server.ID)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil, fmt.Errorf("server %s is %s: %w", server.Name, server.Status, ctx.Err())
-		case err != nil:
-			continue // the next tick asks again, bounded by ctx
-		case s == nil || s.Status == hcloud.ServerStatusDeleting:
-			return nil, &infoError{ErrorInfo{Class: Other, Code: CodeActionFailed,
-				Message: fmt.Sprintf("server %s disappeared while it was being created", server.Name)}}
-		}
-		server = s
+	s, err := p.pollServer(ctx, server, done)
+	if err == nil && s == nil {
+		return nil, &infoError{ErrorInfo{Class: Other, Code: CodeActionFailed,
+			Message: fmt.Sprintf("server %s disappeared while it was being created", server.Name)}}
 	}
-	return server, nil
+	return s, err
 }
 
 // send runs one create-side action request under the create concurrency
