@@ -207,6 +207,11 @@ func (s *scaler) scale(ctx context.Context, n int, wait bool, timeout time.Durat
 	res.Waited = wait
 	err := s.watch(ctx, func(st pool.Status, ins []pool.Instance) (bool, error) {
 		if failed := failedCreates(ins); len(failed) > 0 {
+			if slices.ContainsFunc(ins, func(in pool.Instance) bool { return in.ServerID == 0 && in.Error == nil }) {
+				// Other creates are still being requested: report
+				// every failure at once, when they have settled.
+				return false, nil
+			}
 			for _, in := range failed {
 				res.Errors = append(res.Errors, fmt.Sprintf("%s: %s %s: %s", in.Name, in.Error.Class, in.Error.Code, in.Error.Message))
 			}
