@@ -40,7 +40,8 @@ Shrinking prints the servers it deletes before deleting them. Only the pool's se
 in scope: with a cluster name, those labelled with it; without one, those without any
 cluster label (servers of named clusters are never touched), which cannot be told apart
 from another unnamed cluster's servers of the same pool name: set a cluster name when
-clusters share a project.
+clusters share a project. For that reason scaling to 0 without a cluster name is refused
+unless --every-unnamed-cluster says that this is meant.
 
 Flags:
 `)
@@ -75,6 +76,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	output := outputFlag(fs)
 	noWait := fs.Bool("no-wait", false, "return once the API accepted the create and delete requests")
 	timeout := fs.Duration("timeout", 15*time.Minute, "how long to wait for the pool to reach the size")
+	everyUnnamed := fs.Bool("every-unnamed-cluster", false, "with N 0 and no cluster name: accept that the scope is the pool's servers of every unnamed cluster in the project")
 	pos, code, ok := parseArgs(fs, args, stdout, stderr, scaleHelp(fs))
 	if !ok {
 		return code
@@ -112,6 +114,14 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	}
 	if n < pc.MinSize || n > pc.MaxSize {
 		return usageError(stderr, "scale", fmt.Errorf("pool %s: size %d is outside its min size %d and max size %d", name, n, pc.MinSize, pc.MaxSize))
+	}
+	if n == 0 && cfg.ClusterName == "" && !*everyUnnamed {
+		return usageError(stderr, "scale", fmt.Errorf("pool %s: scaling to 0 without a cluster name deletes every server labelled %s=%s without %s, "+
+			"which includes another unnamed cluster's pool of that name in the same project; set the cluster name, or add --every-unnamed-cluster if that is meant",
+			name, config.LabelNodeGroup, name, config.LabelCluster))
+	}
+	if *everyUnnamed && (n != 0 || cfg.ClusterName != "") {
+		return usageError(stderr, "scale", errors.New("--every-unnamed-cluster only goes with N 0 and no cluster name"))
 	}
 
 	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log))

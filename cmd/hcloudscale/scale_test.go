@@ -191,3 +191,41 @@ func TestScaleUsage(t *testing.T) {
 		t.Errorf("bad usage created %d servers", n)
 	}
 }
+
+// TestScaleToZeroOfAnUnnamedCluster checks that scaling to 0 without a
+// cluster name, whose scope cannot exclude another unnamed cluster's pool
+// of the same name, is refused unless --every-unnamed-cluster is given,
+// and that the flag widens nothing else.
+func TestScaleToZeroOfAnUnnamedCluster(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	for _, name := range []string{"workers-a", "workers-b"} {
+		if _, err := p.api.AddServer(hcloudtest.ServerInfo{Name: name, ServerType: "cpx31", Location: "fsn1",
+			Status: hcloud.ServerStatusRunning, Labels: map[string]string{config.LabelNodeGroup: "workers"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := `{"nodeConfigs": {"workers": {"cloudInit": "#cloud-config\n"}}}`
+	env := p.env(t, map[string]string{
+		config.EnvClusterConfigFile: "",
+		config.EnvClusterConfig:     base64.StdEncoding.EncodeToString([]byte(doc)),
+	})
+	r := runCmd(t, runScale, env, "workers", "0", "--nodes=0:5:cpx31:fsn1:workers")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "another unnamed cluster") || !strings.Contains(r.stderr, "--every-unnamed-cluster") {
+		t.Errorf("scale workers 0 without a cluster name = %d, stderr %q; want %d naming the risk and the flag", r.code, r.stderr, exitUsage)
+	}
+	if n := len(serversOf(t, p, "workers")); n != 2 {
+		t.Fatalf("after the refused scale the project has %d workers; want 2", n)
+	}
+	r = runCmd(t, runScale, env, "workers", "1", "--every-unnamed-cluster", "--nodes=0:5:cpx31:fsn1:workers")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "only goes with N 0") {
+		t.Errorf("scale workers 1 --every-unnamed-cluster = %d, stderr %q; want %d", r.code, r.stderr, exitUsage)
+	}
+	r = runCmd(t, runScale, env, "workers", "0", "--every-unnamed-cluster", "--nodes=0:5:cpx31:fsn1:workers")
+	if r.code != exitOK {
+		t.Fatalf("scale workers 0 --every-unnamed-cluster = %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if n := len(serversOf(t, p, "workers")); n != 0 {
+		t.Errorf("after scale to 0 the project has %d workers; want 0", n)
+	}
+}
