@@ -7,6 +7,7 @@ import (
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	corev1 "k8s.io/api/core/v1"
+	caconfig "sigs.k8s.io/cluster-autoscaler/pkg/config"
 
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 )
@@ -20,6 +21,7 @@ var Scenarios = []struct {
 	{"ScaleFromZero", ScaleFromZero},
 	{"FailOver", FailOver},
 	{"NeverRegisters", NeverRegisters},
+	{"UnknownStatus", UnknownStatus},
 	{"PowerCycle", PowerCycle},
 	{"MinMaxUnderPressure", MinMaxUnderPressure},
 	{"ProviderRestart", ProviderRestart},
@@ -147,6 +149,44 @@ func NeverRegisters(t *testing.T, kind Provider) {
 	}
 	w.noLeak()
 	w.record("never-registers")
+}
+
+// UnknownStatus: a server that never registers and whose Hetzner status
+// turns unknown. An instance the autoscaler counts neither as registered
+// nor as expected to register (one with error info) would make its
+// fixNodeGroupSize find a size DecreaseTargetSize cannot fix and skip
+// every iteration after max-node-provision-time, so the pending pod would
+// never get a node. The server must instead be an unregistered node: it
+// is deleted after max-node-provision-time and the scale-up retried. The
+// provision time is long enough for the provider's listing (one page per
+// 20 s at least, its listing budget) to show the status first.
+func UnknownStatus(t *testing.T, kind Provider) {
+	const provision = 50 * time.Second
+	w := newWorld(t, kind, []poolSpec{{name: "workers", serverType: "cx23", location: "fsn1", max: 5}},
+		withOptions(func(o *caconfig.AutoscalingOptions) { o.NodeGroupDefaults.MaxNodeProvisionTime = provision }))
+	w.kubelet.Withhold("workers", 1)
+	w.addPods(pods("web", 1)...)
+	check := func() { w.atMost("workers", 2) }
+	w.loopUntil("a server withheld", 30*time.Second, func() bool { return len(w.kubelet.Withheld()) == 1 }, check)
+	withheld := w.kubelet.Withheld()[0]
+	if err := w.fake.SetServerStatus(withheld, hcloud.ServerStatusUnknown); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	listings := w.fake.Count("GET /servers")
+	sawUnknown := false
+	w.loopUntil("the unknown server deleted and the pod bound", provision+60*time.Second, func() bool {
+		_, exists := w.fake.ServerByID(withheld)
+		// A listing while the server exists shows it unknown.
+		sawUnknown = sawUnknown || (exists && w.fake.Count("GET /servers") > listings)
+		return !exists && w.boundOn("web-", "workers") == 1
+	}, check)
+	t.Logf("unknown server gone and pod bound %v after its status turned unknown", time.Since(start).Round(time.Second))
+	if !sawUnknown {
+		t.Errorf("the server was never listed in status unknown before it went; the scenario proves nothing\n%s", w.describe())
+	}
+	w.noLeak()
+	w.record("unknown-status")
 }
 
 // PowerCycle: a registered node whose server is switched off and on
