@@ -34,13 +34,7 @@ type created struct {
 func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	defer close(c.done)
 
-	p.mu.Lock()
-	softCtx, cancel := context.WithCancel(taskCtx)
-	c.cancel = cancel
-	if c.cancelled {
-		cancel()
-	}
-	p.mu.Unlock()
+	softCtx, cancel := p.claimContext(taskCtx, c)
 	defer cancel()
 	flowCtx, cancelTimeout := context.WithTimeout(softCtx, p.opts.creationTimeout)
 	defer cancelTimeout()
@@ -548,4 +542,18 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// claimContext returns a context of taskCtx that also ends when the claim
+// is removed (DecreaseTargetSize or DeleteInstances call c.cancel), at
+// once if it was removed already.
+func (p *Pool) claimContext(taskCtx context.Context, c *claim) (context.Context, context.CancelFunc) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ctx, cancel := context.WithCancel(taskCtx)
+	c.cancel = cancel
+	if c.cancelled {
+		cancel()
+	}
+	return ctx, cancel
 }

@@ -133,13 +133,7 @@ func (p *Pool) resumable(s *servercache.Server, now time.Time) bool {
 func (p *Pool) runResume(taskCtx context.Context, c *claim, listed hcloud.ServerStatus) {
 	defer close(c.done)
 
-	p.mu.Lock()
-	softCtx, cancel := context.WithCancel(taskCtx)
-	c.cancel = cancel
-	if c.cancelled {
-		cancel()
-	}
-	p.mu.Unlock()
+	softCtx, cancel := p.claimContext(taskCtx, c)
 	defer cancel()
 	ctx, cancelTimeout := context.WithTimeout(softCtx, p.opts.creationTimeout)
 	defer cancelTimeout()
