@@ -15,6 +15,7 @@ import (
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
+	"github.com/hcloudscale/hcloudscale/pool"
 	"github.com/hcloudscale/hcloudscale/servercache"
 )
 
@@ -133,16 +134,24 @@ func clusterScaleUpOnce(b *testing.B, n int) clusterScaleUp {
 		b.Fatal(err)
 	}
 	r.ret = time.Since(start)
+	awaitScaleUp(b, api, p, n, start, &r)
+	return r
+}
+
+// awaitScaleUp waits until p runs target servers and fills in r the time
+// since start and the requests the fake counted.
+func awaitScaleUp(b *testing.B, api *hcloudtest.Server, p *pool.Pool, target int, start time.Time, r *clusterScaleUp) {
+	b.Helper()
 	for {
 		st := p.Status()
-		if st.Running == n {
+		if st.Running == target {
 			break
 		}
 		if st.Failed > 0 {
 			b.Fatalf("scale-up failed: %+v", st.Errors)
 		}
 		if time.Since(start) > time.Minute {
-			b.Fatalf("scale-up of %d did not finish: %+v", n, st)
+			b.Fatalf("scale-up to %d did not finish: %+v", target, st)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -150,7 +159,6 @@ func clusterScaleUpOnce(b *testing.B, n int) clusterScaleUp {
 	r.requests = len(api.Requests())
 	r.creates = api.Count("POST /servers")
 	r.polls = api.Count("GET /actions")
-	return r
 }
 
 // loopFleet is a Cluster over a project with servers of three pools
@@ -429,23 +437,7 @@ func clusterScaleUpTwice(b *testing.B, n int, d1, d2 time.Duration) (first, seco
 		}
 		var r clusterScaleUp
 		r.ret = time.Since(start)
-		for {
-			st := p.Status()
-			if st.Running == target {
-				break
-			}
-			if st.Failed > 0 {
-				b.Fatalf("scale-up failed: %+v", st.Errors)
-			}
-			if time.Since(start) > time.Minute {
-				b.Fatalf("scale-up to %d did not finish: %+v", target, st)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		r.running = time.Since(start)
-		r.requests = len(api.Requests())
-		r.creates = api.Count("POST /servers")
-		r.polls = api.Count("GET /actions")
+		awaitScaleUp(b, api, p, target, start, &r)
 		return r
 	}
 	first = scale(n)
