@@ -212,9 +212,8 @@ func New(ctx context.Context, discovery cloudprovider.NodeGroupDiscoveryOptions,
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	for _, w := range cfg.Warnings {
-		log.Warn(w)
-	}
+	// The Cluster logs the configuration's warnings and its own checks'
+	// (Cluster.Warnings); only the label warnings are the adapter's.
 	for _, w := range config.NodeLabelWarnings(cfg, o.labelClient != nil) {
 		log.Warn(w)
 	}
@@ -222,9 +221,6 @@ func New(ctx context.Context, discovery cloudprovider.NodeGroupDiscoveryOptions,
 	cluster, err := hcloudscale.New(ctx, cfg, copts...)
 	if err != nil {
 		return nil, err
-	}
-	for _, w := range cluster.Warnings() {
-		log.Warn(w)
 	}
 
 	p := &Provider{
