@@ -32,7 +32,7 @@ func viewInvariants(p *Pool) (int, error) {
 	}
 	switch {
 	case st.Target > p.MaxSize():
-		return 0, fmt.Errorf("target %d above max %d", st.Target, p.MaxSize())
+		return 0, fmt.Errorf("target %d above max %d: %+v", st.Target, p.MaxSize(), ins)
 	case st.Target != live:
 		return 0, fmt.Errorf("target %d, but %d instances not deleting: %+v", st.Target, live, ins)
 	}
@@ -152,22 +152,27 @@ func TestViewStress(t *testing.T) {
 	p := e.newPool(poolConfig("workers", minSize, maxSize))
 	ctx := t.Context()
 
-	// shrinkSeq counts deletes and decreases begun; shrinking counts the
-	// ones running. A target read with none running and none begun since
-	// the previous such read may not be lower than that read.
-	var shrinkSeq, shrinking atomic.Int64
-	var mu sync.Mutex // guards last, lastSeq
+	// started and finished count the deletes and decreases begun and
+	// ended. A view is quiet when none ran at its start and none began
+	// until its end: finished read before started, both equal, and
+	// started unchanged after the view. Between two quiet views with the
+	// same count nothing shrank the pool, so the target may not drop.
+	var started, finished atomic.Int64
+	var mu sync.Mutex // serialises checks; guards last, lastSeq
 	last, lastSeq := -1, int64(-1)
 	check := func() error {
-		seq0, running0 := shrinkSeq.Load(), shrinking.Load()
+		// Views are compared in the order they are taken: one check at
+		// a time, or a view taken earlier could be compared last.
+		mu.Lock()
+		defer mu.Unlock()
+		f0 := finished.Load()
+		seq0 := started.Load()
 		target, err := viewInvariants(p)
 		if err != nil {
 			return err
 		}
-		seq1, running1 := shrinkSeq.Load(), shrinking.Load()
-		mu.Lock()
-		defer mu.Unlock()
-		quiet := running0 == 0 && running1 == 0 && seq0 == seq1
+		seq1 := started.Load()
+		quiet := f0 == seq0 && seq0 == seq1
 		if quiet && seq0 == lastSeq && target < last {
 			return fmt.Errorf("target dropped from %d to %d with no delete or decrease", last, target)
 		}
@@ -179,9 +184,8 @@ func TestViewStress(t *testing.T) {
 		return nil
 	}
 	shrink := func(fn func() error) error {
-		shrinkSeq.Add(1)
-		shrinking.Add(1)
-		defer shrinking.Add(-1)
+		started.Add(1)
+		defer finished.Add(1)
 		return fn()
 	}
 
