@@ -16,6 +16,7 @@ import (
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
+	"github.com/hcloudscale/hcloudscale/internal/pricetest"
 )
 
 // catalogue reads a server type's cores, memory and hourly net price in a
@@ -120,44 +121,39 @@ func TestPricingPodPrice(t *testing.T) {
 			}
 		})
 	}
+	// Every pod of the shared table costs what its requests cost at the
+	// rate, as the in-tree adapter prices it.
+	for _, tc := range pricetest.Pods() {
+		t.Run(tc.Name, func(t *testing.T) {
+			b, err := tc.Pod.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.client.PricingPodPrice(e.ctx(), &protos.PricingPodPriceRequest{PodBytes: b, StartTimestamp: start, EndTimestamp: end})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tc.Price(rate, 2*time.Hour); !approx(res.GetPrice(), want) {
+				t.Errorf("price = %v; want %v (%v cores, %v GiB)", res.GetPrice(), want, tc.Cores, tc.GiB)
+			}
+		})
+	}
 }
 
 func TestPodPrice(t *testing.T) {
 	rate := externalgrpc.Rate{PerCore: 0.01, PerGiB: 0.005}
-	always := corev1.ContainerRestartPolicyAlways
-	for _, tc := range []struct {
-		name string
-		pod  *corev1.Pod
-		d    time.Duration
-		want float64
-	}{
-		{"no requests", &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}}}, time.Hour, 0},
-		{"containers add up", &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
-			container("500m", "1Gi"), container("1500m", "1Gi"),
-		}}}, time.Hour, 2*0.01 + 2*0.005},
-		{"a larger init container counts instead", &corev1.Pod{Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{container("3", "")},
-			Containers:     []corev1.Container{container("1", "")},
-		}}, time.Hour, 3 * 0.01},
-		{"sidecars add to containers and to later init containers", &corev1.Pod{Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{
-				withRestart(container("1", ""), &always),
-				container("1500m", ""),
-			},
-			Containers: []corev1.Container{container("1", "")},
-		}}, time.Hour, 2.5 * 0.01},
-		{"overhead adds", &corev1.Pod{Spec: corev1.PodSpec{
-			Containers: []corev1.Container{container("1", "")},
-			Overhead:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
-		}}, time.Hour, 1.25 * 0.01},
-		{"price scales with time", podWith("1", "1Gi"), 90 * time.Minute, 1.5 * (0.01 + 0.005)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := externalgrpc.PodPrice(tc.pod, rate, tc.d); !approx(got, tc.want) {
-				t.Errorf("PodPrice = %v; want %v", got, tc.want)
+	for _, tc := range pricetest.Pods() {
+		t.Run(tc.Name, func(t *testing.T) {
+			if got, want := externalgrpc.PodPrice(tc.Pod, rate, time.Hour), tc.Price(rate, time.Hour); !approx(got, want) {
+				t.Errorf("PodPrice = %v; want %v (%v cores, %v GiB)", got, want, tc.Cores, tc.GiB)
 			}
 		})
 	}
+	t.Run("price scales with time", func(t *testing.T) {
+		if got, want := externalgrpc.PodPrice(podWith("1", "1Gi"), rate, 90*time.Minute), 1.5*(0.01+0.005); !approx(got, want) {
+			t.Errorf("PodPrice = %v; want %v", got, want)
+		}
+	})
 }
 
 func ExamplePodPrice() {
@@ -186,11 +182,6 @@ func container(cpu, memory string) corev1.Container {
 		req[corev1.ResourceMemory] = resource.MustParse(memory)
 	}
 	return corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Requests: req}}
-}
-
-func withRestart(c corev1.Container, p *corev1.ContainerRestartPolicy) corev1.Container {
-	c.RestartPolicy = p
-	return c
 }
 
 func approx(a, b float64) bool {
