@@ -10,8 +10,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc"
@@ -92,7 +90,7 @@ func TestPricingPodPrice(t *testing.T) {
 		rate.PerCore = min(rate.PerCore, hourly/2/cores)
 		rate.PerGiB = min(rate.PerGiB, hourly/2/mem)
 	}
-	pod := podWith("1", "2Gi")
+	pod := pricetest.PodWith("1", "2Gi")
 	b, err := pod.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +148,7 @@ func TestPodPrice(t *testing.T) {
 		})
 	}
 	t.Run("price scales with time", func(t *testing.T) {
-		if got, want := externalgrpc.PodPrice(podWith("1", "1Gi"), rate, 90*time.Minute), 1.5*(0.01+0.005); !approx(got, want) {
+		if got, want := externalgrpc.PodPrice(pricetest.PodWith("1", "1Gi"), rate, 90*time.Minute), 1.5*(0.01+0.005); !approx(got, want) {
 			t.Errorf("PodPrice = %v; want %v", got, want)
 		}
 	})
@@ -160,28 +158,13 @@ func ExamplePodPrice() {
 	// A pool of 2-core, 4 GB servers at 0.008 an hour: half of the price
 	// buys the cores, half the memory.
 	rate := externalgrpc.Rate{PerCore: 0.008 / 2 / 2, PerGiB: 0.008 / 2 / 4}
-	half := podWith("1", "2Gi")
-	whole := podWith("2", "4Gi")
+	half := pricetest.PodWith("1", "2Gi")
+	whole := pricetest.PodWith("2", "4Gi")
 	fmt.Printf("half a server for a day: %.4f\n", externalgrpc.PodPrice(half, rate, 24*time.Hour))
 	fmt.Printf("a whole server for a day: %.4f\n", externalgrpc.PodPrice(whole, rate, 24*time.Hour))
 	// Output:
 	// half a server for a day: 0.0960
 	// a whole server for a day: 0.1920
-}
-
-func podWith(cpu, memory string) *corev1.Pod {
-	return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{container(cpu, memory)}}}
-}
-
-func container(cpu, memory string) corev1.Container {
-	req := corev1.ResourceList{}
-	if cpu != "" {
-		req[corev1.ResourceCPU] = resource.MustParse(cpu)
-	}
-	if memory != "" {
-		req[corev1.ResourceMemory] = resource.MustParse(memory)
-	}
-	return corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Requests: req}}
 }
 
 func approx(a, b float64) bool {

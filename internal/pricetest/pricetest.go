@@ -70,6 +70,12 @@ func Pods() []Pod {
 	}
 }
 
+// PodWith is a pod of one container that requests cpu and memory
+// (quantities; "" for none).
+func PodWith(cpu, memory string) *corev1.Pod {
+	return pod(corev1.PodSpec{Containers: []corev1.Container{container(cpu, memory)}})
+}
+
 func pod(spec corev1.PodSpec) *corev1.Pod {
 	p := &corev1.Pod{Spec: spec}
 	p.Namespace, p.Name = "default", "priced"
