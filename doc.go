@@ -56,7 +56,8 @@
 // the project's hourly budget for the other tools that share it (5% by
 // default, 180 of 3,600; [WithRateLimitReserve]; [Cluster.RateLimit] reports
 // the estimate), and through a debug log (zap debug level) that redacts the
-// token, user data and passwords.
+// token, user data and passwords. Log fields have snake_case keys
+// (server_id, correlation_id, body_bytes), as hcloud-go's and zap's do.
 //
 // Servers are listed for all pools together, with one label-selected
 // listing per TTL ([WithListTTL], [DefaultListTTL]); [Cluster.Refresh] lists

@@ -15,8 +15,10 @@ import (
 	"sigs.k8s.io/cluster-autoscaler/pkg/clusterstate"
 	"sigs.k8s.io/cluster-autoscaler/pkg/utils/gpu"
 
+	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
+	"github.com/hcloudscale/hcloudscale/internal/pricetest"
 	"github.com/hcloudscale/hcloudscale/pool"
 )
 
@@ -175,33 +177,13 @@ func TestPricing(t *testing.T) {
 	})
 
 	t.Run("PodPrice", func(t *testing.T) {
-		requests := func(cpu, mem string) apiv1.ResourceRequirements {
-			return apiv1.ResourceRequirements{Requests: apiv1.ResourceList{
-				apiv1.ResourceCPU: resource.MustParse(cpu), apiv1.ResourceMemory: resource.MustParse(mem)}}
-		}
-		always := apiv1.ContainerRestartPolicyAlways
-		tests := []struct {
-			name       string
-			spec       apiv1.PodSpec
-			cores, gib float64
-		}{
-			{"no requests", apiv1.PodSpec{Containers: []apiv1.Container{{Name: "a"}}}, 0, 0},
-			{"two containers", apiv1.PodSpec{Containers: []apiv1.Container{
-				{Name: "a", Resources: requests("500m", "512Mi")}, {Name: "b", Resources: requests("1500m", "1536Mi")}}}, 2, 2},
-			{"an init container larger than the containers", apiv1.PodSpec{
-				InitContainers: []apiv1.Container{{Name: "init", Resources: requests("4", "1Gi")}},
-				Containers:     []apiv1.Container{{Name: "a", Resources: requests("1", "2Gi")}}}, 4, 2},
-			{"a sidecar adds to both", apiv1.PodSpec{
-				InitContainers: []apiv1.Container{{Name: "proxy", RestartPolicy: &always, Resources: requests("250m", "256Mi")}},
-				Containers:     []apiv1.Container{{Name: "a", Resources: requests("1", "1Gi")}}}, 1.25, 1.25},
-		}
-		for _, tt := range tests {
-			t.Run(tt.name, func(t *testing.T) {
-				pod := &apiv1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: tt.spec}
-				got, err := model.PodPrice(pod, start, end)
-				want := 2 * (tt.cores*perCore + tt.gib*perGiB)
-				if err != nil || math.Abs(got-want) > 1e-9 {
-					t.Errorf("PodPrice = %v, %v; want %v", got, err, want)
+		// The table externalgrpc's pod prices are checked against too.
+		rate := hcloudscale.PodRate{PerCore: perCore, PerGiB: perGiB}
+		for _, tt := range pricetest.Pods() {
+			t.Run(tt.Name, func(t *testing.T) {
+				got, err := model.PodPrice(tt.Pod, start, end)
+				if want := tt.Price(rate, end.Sub(start)); err != nil || math.Abs(got-want) > 1e-9 {
+					t.Errorf("PodPrice = %v, %v; want %v (%v cores, %v GiB)", got, err, want, tt.Cores, tt.GiB)
 				}
 			})
 		}

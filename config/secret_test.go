@@ -72,7 +72,7 @@ func TestConfigOutputHidesSecrets(t *testing.T) {
 	} {
 		log := zap.New(zapcore.NewCore(enc.enc, zapcore.AddSync(enc.buf), zap.DebugLevel))
 		log.Info("config", zap.Any("config", cfg), zap.Any("pool", cfg.Pools[0]), zap.Stringer("token", cfg.Token),
-			zap.Reflect("reflected", cfg), zap.Any("cloudInit", cfg.Pools[0].CloudInit))
+			zap.Reflect("reflected", cfg), zap.Any("cloud_init", cfg.Pools[0].CloudInit))
 	}
 	slog.New(slog.NewJSONHandler(&slogBuf, nil)).Info("config", "config", cfg, "token", cfg.Token)
 	jsonOut, err := json.Marshal(cfg)

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
@@ -118,55 +119,15 @@ type Rate = hcloudscale.PodRate
 //
 //	hours(d) × (CPU cores × rate.PerCore + memory GiB × rate.PerGiB)
 //
-// The requests are counted as the scheduler counts them: the larger of the
+// The requests are counted as the scheduler counts them
+// (k8s.io/component-helpers/resource.PodRequests, as the in-tree adapter
+// does): pod-level resources where set, else the larger of the
 // containers' sum and each init container's own request, with sidecars
-// (init containers that restart always) added to both, plus the pod
+// (init containers that restart always) added to both; plus the pod
 // overhead.
 func PodPrice(pod *corev1.Pod, rate Rate, d time.Duration) float64 {
-	req := podRequests(pod)
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	cores := float64(req.Cpu().MilliValue()) / 1000
 	gib := float64(req.Memory().Value()) / (1 << 30)
 	return d.Hours() * (cores*rate.PerCore + gib*rate.PerGiB)
-}
-
-// podRequests sums a pod's CPU and memory requests.
-func podRequests(pod *corev1.Pod) corev1.ResourceList {
-	total := corev1.ResourceList{}
-	add := func(dst corev1.ResourceList, src corev1.ResourceList) {
-		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			if q, ok := src[name]; ok {
-				sum := dst[name]
-				sum.Add(q)
-				dst[name] = sum
-			}
-		}
-	}
-	maxOf := func(dst corev1.ResourceList, src corev1.ResourceList) {
-		for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-			if q, ok := src[name]; ok {
-				if cur, ok := dst[name]; !ok || q.Cmp(cur) > 0 {
-					dst[name] = q.DeepCopy()
-				}
-			}
-		}
-	}
-	for _, c := range pod.Spec.Containers {
-		add(total, c.Resources.Requests)
-	}
-	sidecars := corev1.ResourceList{}
-	initPeak := corev1.ResourceList{}
-	for _, c := range pod.Spec.InitContainers {
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			add(sidecars, c.Resources.Requests)
-			continue
-		}
-		step := corev1.ResourceList{}
-		add(step, sidecars)
-		add(step, c.Resources.Requests)
-		maxOf(initPeak, step)
-	}
-	add(total, sidecars)
-	maxOf(total, initPeak)
-	add(total, pod.Spec.Overhead)
-	return total
 }

@@ -10,12 +10,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
+	"github.com/hcloudscale/hcloudscale/internal/pricetest"
 )
 
 // catalogue reads a server type's cores, memory and hourly net price in a
@@ -91,7 +90,7 @@ func TestPricingPodPrice(t *testing.T) {
 		rate.PerCore = min(rate.PerCore, hourly/2/cores)
 		rate.PerGiB = min(rate.PerGiB, hourly/2/mem)
 	}
-	pod := podWith("1", "2Gi")
+	pod := pricetest.PodWith("1", "2Gi")
 	b, err := pod.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -120,77 +119,52 @@ func TestPricingPodPrice(t *testing.T) {
 			}
 		})
 	}
+	// Every pod of the shared table costs what its requests cost at the
+	// rate, as the in-tree adapter prices it.
+	for _, tc := range pricetest.Pods() {
+		t.Run(tc.Name, func(t *testing.T) {
+			b, err := tc.Pod.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := e.client.PricingPodPrice(e.ctx(), &protos.PricingPodPriceRequest{PodBytes: b, StartTimestamp: start, EndTimestamp: end})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tc.Price(rate, 2*time.Hour); !approx(res.GetPrice(), want) {
+				t.Errorf("price = %v; want %v (%v cores, %v GiB)", res.GetPrice(), want, tc.Cores, tc.GiB)
+			}
+		})
+	}
 }
 
 func TestPodPrice(t *testing.T) {
 	rate := externalgrpc.Rate{PerCore: 0.01, PerGiB: 0.005}
-	always := corev1.ContainerRestartPolicyAlways
-	for _, tc := range []struct {
-		name string
-		pod  *corev1.Pod
-		d    time.Duration
-		want float64
-	}{
-		{"no requests", &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}}}, time.Hour, 0},
-		{"containers add up", &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
-			container("500m", "1Gi"), container("1500m", "1Gi"),
-		}}}, time.Hour, 2*0.01 + 2*0.005},
-		{"a larger init container counts instead", &corev1.Pod{Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{container("3", "")},
-			Containers:     []corev1.Container{container("1", "")},
-		}}, time.Hour, 3 * 0.01},
-		{"sidecars add to containers and to later init containers", &corev1.Pod{Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{
-				withRestart(container("1", ""), &always),
-				container("1500m", ""),
-			},
-			Containers: []corev1.Container{container("1", "")},
-		}}, time.Hour, 2.5 * 0.01},
-		{"overhead adds", &corev1.Pod{Spec: corev1.PodSpec{
-			Containers: []corev1.Container{container("1", "")},
-			Overhead:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")},
-		}}, time.Hour, 1.25 * 0.01},
-		{"price scales with time", podWith("1", "1Gi"), 90 * time.Minute, 1.5 * (0.01 + 0.005)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := externalgrpc.PodPrice(tc.pod, rate, tc.d); !approx(got, tc.want) {
-				t.Errorf("PodPrice = %v; want %v", got, tc.want)
+	for _, tc := range pricetest.Pods() {
+		t.Run(tc.Name, func(t *testing.T) {
+			if got, want := externalgrpc.PodPrice(tc.Pod, rate, time.Hour), tc.Price(rate, time.Hour); !approx(got, want) {
+				t.Errorf("PodPrice = %v; want %v (%v cores, %v GiB)", got, want, tc.Cores, tc.GiB)
 			}
 		})
 	}
+	t.Run("price scales with time", func(t *testing.T) {
+		if got, want := externalgrpc.PodPrice(pricetest.PodWith("1", "1Gi"), rate, 90*time.Minute), 1.5*(0.01+0.005); !approx(got, want) {
+			t.Errorf("PodPrice = %v; want %v", got, want)
+		}
+	})
 }
 
 func ExamplePodPrice() {
 	// A pool of 2-core, 4 GB servers at 0.008 an hour: half of the price
 	// buys the cores, half the memory.
 	rate := externalgrpc.Rate{PerCore: 0.008 / 2 / 2, PerGiB: 0.008 / 2 / 4}
-	half := podWith("1", "2Gi")
-	whole := podWith("2", "4Gi")
+	half := pricetest.PodWith("1", "2Gi")
+	whole := pricetest.PodWith("2", "4Gi")
 	fmt.Printf("half a server for a day: %.4f\n", externalgrpc.PodPrice(half, rate, 24*time.Hour))
 	fmt.Printf("a whole server for a day: %.4f\n", externalgrpc.PodPrice(whole, rate, 24*time.Hour))
 	// Output:
 	// half a server for a day: 0.0960
 	// a whole server for a day: 0.1920
-}
-
-func podWith(cpu, memory string) *corev1.Pod {
-	return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{container(cpu, memory)}}}
-}
-
-func container(cpu, memory string) corev1.Container {
-	req := corev1.ResourceList{}
-	if cpu != "" {
-		req[corev1.ResourceCPU] = resource.MustParse(cpu)
-	}
-	if memory != "" {
-		req[corev1.ResourceMemory] = resource.MustParse(memory)
-	}
-	return corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Requests: req}}
-}
-
-func withRestart(c corev1.Container, p *corev1.ContainerRestartPolicy) corev1.Container {
-	c.RestartPolicy = p
-	return c
 }
 
 func approx(a, b float64) bool {

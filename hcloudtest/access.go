@@ -100,10 +100,19 @@ func (s *Server) ServerByID(id int64) (ServerInfo, bool) {
 func (s *Server) AddServer(info ServerInfo) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := &s.st
 	now := s.cfg.clock.Now()
-	st.advance(now)
+	s.st.advance(now)
+	stype, loc, err := s.st.checkAddServer(info)
+	if err != nil {
+		return 0, fmt.Errorf("add server: %w", err)
+	}
+	return s.st.insertServer(info, stype, loc, now)
+}
 
+// checkAddServer finds the server type and location AddServer defaults
+// or was given, and reports every reference that does not exist and a
+// name already used, at once.
+func (st *state) checkAddServer(info ServerInfo) (*schema.ServerType, *schema.Location, error) {
 	var errs []error
 	typeName := cmp.Or(info.ServerType, "cx23")
 	stype := st.serverTypeByName(typeName)
@@ -141,10 +150,12 @@ func (s *Server) AddServer(info ServerInfo) (int64, error) {
 	if info.PlacementGroup != 0 && st.placementGroups[info.PlacementGroup] == nil {
 		errs = append(errs, fmt.Errorf("placement group %d does not exist", info.PlacementGroup))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return 0, fmt.Errorf("add server: %w", err)
-	}
+	return stype, loc, errors.Join(errs...)
+}
 
+// insertServer records a checked AddServer server with its defaults, its
+// private IPs in its networks and both public IPs.
+func (st *state) insertServer(info ServerInfo, stype *schema.ServerType, loc *schema.Location, now time.Time) (int64, error) {
 	imageID := info.ImageID
 	if imageID == 0 {
 		imageID = st.imageForArch(0, "ubuntu-24.04", stype.Architecture).ID

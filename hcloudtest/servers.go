@@ -187,8 +187,40 @@ func handleCreateServer(s *Server, r *request) (response, *apiError) {
 	if err := decodeBody(r, &req); err != nil {
 		return response{}, err
 	}
-	st := &s.st
+	labels, err := validateCreateServer(&req)
+	if err != nil {
+		return response{}, err
+	}
+	refs, err := s.st.resolveCreateServer(&req)
+	if err != nil {
+		return response{}, err
+	}
+	if err := s.checkCreateServerFits(r, &req, refs); err != nil {
+		return response{}, err
+	}
+	srv, err := s.st.addCreatedServer(r, &req, refs, labels)
+	if err != nil {
+		return response{}, err
+	}
+	create, next := s.st.startCreateActions(r, srv, req.StartAfterCreate == nil || *req.StartAfterCreate)
+	resp := schema.ServerCreateResponse{
+		Server:      s.st.renderServer(srv),
+		Action:      create.schema(r.now),
+		NextActions: []schema.Action{},
+	}
+	for _, a := range next {
+		resp.NextActions = append(resp.NextActions, a.schema(r.now))
+	}
+	if len(req.SSHKeys) == 0 {
+		pw := rootPassword()
+		resp.RootPassword = &pw
+	}
+	return response{status: http.StatusCreated, body: resp}, nil
+}
 
+// validateCreateServer reports every malformed field of a create request
+// at once and returns a copy of its labels.
+func validateCreateServer(req *schema.ServerCreateRequest) (map[string]string, *apiError) {
 	var fe fieldErrors
 	if msg := validServerName(req.Name); msg != "" {
 		fe.add("name", "%s", msg)
@@ -212,56 +244,95 @@ func handleCreateServer(s *Server, r *request) (response, *apiError) {
 	if req.PublicNet != nil && !req.PublicNet.EnableIPv4 && !req.PublicNet.EnableIPv6 && len(req.Networks) == 0 {
 		fe.add("public_net", "a server without public IPs must be attached to a network")
 	}
-	if err := fe.err(); err != nil {
-		return response{}, err
-	}
+	return labels, fe.err()
+}
 
+// createRefs are the resources a create request names, found.
+type createRefs struct {
+	stype     *schema.ServerType
+	img       *schema.Image
+	loc       *schema.Location
+	firewalls []int64 // without repeats
+}
+
+// resolveCreateServer finds what a create request refers to; the first
+// reference that does not exist is the error.
+func (st *state) resolveCreateServer(req *schema.ServerCreateRequest) (createRefs, *apiError) {
 	stype := st.serverTypeByIDOrName(req.ServerType)
 	if stype == nil {
-		return response{}, newError("invalid_input", "server type not found")
+		return createRefs{}, newError("invalid_input", "server type not found")
 	}
+	img, err := st.createServerImage(req, stype)
+	if err != nil {
+		return createRefs{}, err
+	}
+	loc, err := st.createServerLocation(req, stype)
+	if err != nil {
+		return createRefs{}, err
+	}
+	firewalls, err := st.checkCreateServerAttachments(req)
+	if err != nil {
+		return createRefs{}, err
+	}
+	return createRefs{stype: stype, img: img, loc: loc, firewalls: firewalls}, nil
+}
+
+// createServerImage finds the requested image for the server type's
+// architecture and checks that it can boot a server.
+func (st *state) createServerImage(req *schema.ServerCreateRequest, stype *schema.ServerType) (*schema.Image, *apiError) {
 	img := st.imageForArch(req.Image.ID, req.Image.Name, stype.Architecture)
 	if img == nil {
-		return response{}, newError("invalid_input", "image not found")
+		return nil, newError("invalid_input", "image not found")
 	}
 	if img.Architecture != stype.Architecture {
-		return response{}, newError("invalid_input", "image architecture %s does not match server type architecture %s", img.Architecture, stype.Architecture)
+		return nil, newError("invalid_input", "image architecture %s does not match server type architecture %s", img.Architecture, stype.Architecture)
 	}
 	if img.Status != "available" {
-		return response{}, newError("invalid_input", "image is not available")
+		return nil, newError("invalid_input", "image is not available")
 	}
-	var loc *schema.Location
+	return img, nil
+}
+
+// createServerLocation finds the requested location. Without a location
+// the API places the server; the fake takes the first location that
+// offers the type.
+func (st *state) createServerLocation(req *schema.ServerCreateRequest, stype *schema.ServerType) (*schema.Location, *apiError) {
 	if req.Location != "" {
-		if loc = st.locationByIDOrName(req.Location); loc == nil {
-			return response{}, newError("invalid_input", "location not found")
-		}
-	} else {
-		// Without a location the API places the server; the fake takes
-		// the first location that offers the type.
-		for _, l := range stype.Locations {
-			if l.Available {
-				loc = st.locationByName(l.Name)
-				break
-			}
-		}
+		loc := st.locationByIDOrName(req.Location)
 		if loc == nil {
-			return response{}, newError("resource_unavailable", "server type %s is not available in any location", stype.Name)
+			return nil, newError("invalid_input", "location not found")
+		}
+		return loc, nil
+	}
+	for _, l := range stype.Locations {
+		if l.Available {
+			if loc := st.locationByName(l.Name); loc != nil {
+				return loc, nil
+			}
+			break
 		}
 	}
+	return nil, newError("resource_unavailable", "server type %s is not available in any location", stype.Name)
+}
+
+// checkCreateServerAttachments checks that the SSH keys, networks,
+// firewalls and placement group of a create request exist, and returns
+// the firewalls without repeats.
+func (st *state) checkCreateServerAttachments(req *schema.ServerCreateRequest) ([]int64, *apiError) {
 	for _, k := range req.SSHKeys {
 		if _, ok := st.sshKeys[k]; !ok {
-			return response{}, newError("invalid_input", "ssh key %d not found", k)
+			return nil, newError("invalid_input", "ssh key %d not found", k)
 		}
 	}
 	for _, n := range req.Networks {
 		if _, ok := st.networks[n]; !ok {
-			return response{}, newError("invalid_input", "network %d not found", n)
+			return nil, newError("invalid_input", "network %d not found", n)
 		}
 	}
 	var firewalls []int64
 	for _, f := range req.Firewalls {
 		if _, ok := st.firewalls[f.Firewall]; !ok {
-			return response{}, newError("invalid_input", "firewall %d not found", f.Firewall)
+			return nil, newError("invalid_input", "firewall %d not found", f.Firewall)
 		}
 		if !slices.Contains(firewalls, f.Firewall) {
 			firewalls = append(firewalls, f.Firewall)
@@ -269,57 +340,69 @@ func handleCreateServer(s *Server, r *request) (response, *apiError) {
 	}
 	if req.PlacementGroup != 0 {
 		if _, ok := st.placementGroups[req.PlacementGroup]; !ok {
-			return response{}, newError("invalid_input", "placement group %d not found", req.PlacementGroup)
+			return nil, newError("invalid_input", "placement group %d not found", req.PlacementGroup)
 		}
 	}
+	return firewalls, nil
+}
 
+// checkCreateServerFits reports why a server cannot be created now: the
+// type not offered in the location, the name taken, a limit reached, or
+// no capacity.
+func (s *Server) checkCreateServerFits(r *request, req *schema.ServerCreateRequest, refs createRefs) *apiError {
+	st := &s.st
+	stype, loc := refs.stype, refs.loc
 	at := serverTypeAt(stype, loc.Name)
 	switch {
 	case at == nil:
-		return response{}, newError("invalid_input", "unsupported location for server type: %s is not offered in %s", stype.Name, loc.Name)
+		return newError("invalid_input", "unsupported location for server type: %s is not offered in %s", stype.Name, loc.Name)
 	case at.Deprecation != nil && !r.now.Before(at.Deprecation.UnavailableAfter):
-		return response{}, newError("invalid_server_type", "server type %s is deprecated in %s", stype.Name, loc.Name)
+		return newError("invalid_server_type", "server type %s is deprecated in %s", stype.Name, loc.Name)
 	case !at.Available:
-		return response{}, newError("resource_unavailable", "server type %s is not available in %s", stype.Name, loc.Name)
+		return newError("resource_unavailable", "server type %s is not available in %s", stype.Name, loc.Name)
 	}
-
 	if _, taken := st.serverNames[req.Name]; taken {
 		e := newError("uniqueness_error", "server name is already used")
 		e.details = map[string]any{"fields": []errorField{{Name: "name", Messages: []string{"already used"}}}}
-		return response{}, e
+		return e
 	}
 	if limit := s.cfg.serverLimit; limit > 0 && len(st.servers) >= limit {
 		e := newError("resource_limit_exceeded", "server limit exceeded")
 		e.details = map[string]any{"limits": []map[string]string{{"name": "server_limit"}}}
-		return response{}, e
+		return e
 	}
 	if req.PlacementGroup != 0 && st.placementGroupSize(req.PlacementGroup) >= MaxPlacementGroupServers {
-		return response{}, newError(ErrorCodePlacementGroupMemberLimitReached,
+		return newError(ErrorCodePlacementGroupMemberLimitReached,
 			"placement group with ID %d contains already %d servers", req.PlacementGroup, MaxPlacementGroupServers)
 	}
 	if st.faults.isUnavailable(stype.Name, loc.Name) {
-		return response{}, newError("resource_unavailable",
+		return newError("resource_unavailable",
 			"we are unable to provision servers for this location, try with a different location or try later")
 	}
+	return nil
+}
 
+// addCreatedServer records the new server, initializing, with its private
+// IPs in the requested networks and the public IPs it asked for.
+func (st *state) addCreatedServer(r *request, req *schema.ServerCreateRequest, refs createRefs, labels map[string]string) (*serverRec, *apiError) {
 	srv := &serverRec{
 		id:             st.nextID("server"),
 		name:           req.Name,
 		status:         statusInitializing,
 		created:        r.now,
-		typeID:         stype.ID,
-		locationID:     loc.ID,
-		imageID:        img.ID,
+		typeID:         refs.stype.ID,
+		locationID:     refs.loc.ID,
+		imageID:        refs.img.ID,
 		labels:         labels,
 		userData:       req.UserData,
 		sshKeys:        slices.Clone(req.SSHKeys),
-		firewalls:      firewalls,
+		firewalls:      refs.firewalls,
 		placementGroup: req.PlacementGroup,
 	}
 	for _, n := range req.Networks {
-		pn, err := st.allocatePrivateIP(st.networks[n], loc.NetworkZone, "", "")
+		pn, err := st.allocatePrivateIP(st.networks[n], refs.loc.NetworkZone, "", "")
 		if err != nil {
-			return response{}, err
+			return nil, err
 		}
 		srv.privateNets = append(srv.privateNets, pn)
 	}
@@ -332,8 +415,13 @@ func handleCreateServer(s *Server, r *request) (response, *apiError) {
 	}
 	st.servers[srv.id] = srv
 	st.serverNames[srv.name] = srv.id
+	return srv, nil
+}
 
-	start := req.StartAfterCreate == nil || *req.StartAfterCreate
+// startCreateActions starts the create_server action and, chained after
+// it, one attach_to_network per network and start_server if start; it
+// returns the create action and the chained ones.
+func (st *state) startCreateActions(r *request, srv *serverRec, start bool) (*actionRec, []*actionRec) {
 	create := st.startAction("create_server", r.now, nil, ref("server", srv.id))
 	create.onSuccess = func() {
 		if srv.status == statusInitializing {
@@ -358,33 +446,25 @@ func handleCreateServer(s *Server, r *request) (response, *apiError) {
 		prev = a
 	}
 	if start {
-		a := st.startAction("start_server", r.now, prev, ref("server", srv.id))
-		a.onSuccess = func() {
-			if srv.status == statusStarting {
-				srv.status = statusRunning
-			}
-		}
-		a.onError = func() {
-			if srv.status == statusStarting {
-				srv.status = statusOff
-			}
-		}
-		next = append(next, a)
+		next = append(next, st.startServerAfter(r, srv, prev))
 	}
+	return create, next
+}
 
-	resp := schema.ServerCreateResponse{
-		Server:      st.renderServer(srv),
-		Action:      create.schema(r.now),
-		NextActions: []schema.Action{},
+// startServerAfter starts start_server once prev has finished.
+func (st *state) startServerAfter(r *request, srv *serverRec, prev *actionRec) *actionRec {
+	a := st.startAction("start_server", r.now, prev, ref("server", srv.id))
+	a.onSuccess = func() {
+		if srv.status == statusStarting {
+			srv.status = statusRunning
+		}
 	}
-	for _, a := range next {
-		resp.NextActions = append(resp.NextActions, a.schema(r.now))
+	a.onError = func() {
+		if srv.status == statusStarting {
+			srv.status = statusOff
+		}
 	}
-	if len(req.SSHKeys) == 0 {
-		pw := rootPassword()
-		resp.RootPassword = &pw
-	}
-	return response{status: http.StatusCreated, body: resp}, nil
+	return a
 }
 
 func (srv *serverRec) detach(network int64) {

@@ -200,7 +200,7 @@ func (c *Cache) list(ctx context.Context) (fetched, error) {
 		zap.Int("requests", requests),
 		zap.Int("ignored", ignored),
 		zap.Int("reapplied", len(journal)),
-		zap.Duration("budgetFloor", floor),
+		zap.Duration("budget_floor", floor),
 	}}, nil
 }
 

@@ -177,14 +177,14 @@ func (r *refresher) run(ctx context.Context, force bool, ticket uint64) error {
 		r.retryAt = now.Add(r.backoffLocked())
 		r.log.Warn("listing "+r.what+" failed",
 			zap.Duration("took", now.Sub(start)),
-			zap.Int("consecutiveFailures", r.failures),
-			zap.Time("retryAt", r.retryAt),
+			zap.Int("consecutive_failures", r.failures),
+			zap.Time("retry_at", r.retryAt),
 			zap.Error(err))
 		return err
 	}
 	if !r.staleSince.IsZero() {
 		r.log.Info("listed "+r.what+" again after failures; the stale value is replaced",
-			zap.Time("staleSince", r.staleSince))
+			zap.Time("stale_since", r.staleSince))
 	}
 	r.failures, r.lastErr, r.retryAt = 0, nil, time.Time{}
 	r.staleSince = time.Time{}
@@ -200,7 +200,7 @@ func (r *refresher) run(ctx context.Context, force bool, ticket uint64) error {
 	}
 	r.log.Debug("listed "+r.what, append(res.fields,
 		zap.Duration("took", now.Sub(start)),
-		zap.Time("expiresAt", r.expiresAt))...)
+		zap.Time("expires_at", r.expiresAt))...)
 	return nil
 }
 

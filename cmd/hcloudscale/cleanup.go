@@ -104,43 +104,21 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if err != nil {
 		return reportConfigError(stderr, "cleanup", "configuration", err)
 	}
-	if *allPools && cfg.ClusterName == "" && !*everyUnnamed {
-		return usageError(stderr, "cleanup", errors.New("--all-pools without a cluster name selects every autoscaled server of every unnamed cluster in the project (any hcloud/node-group label without hcloudscale/cluster), not only this cluster's; "+
-			"list this cluster's pools with --nodes instead, set the cluster name, or add --every-unnamed-cluster if that is meant"))
-	}
-	if *everyUnnamed && (!*allPools || cfg.ClusterName != "") {
-		return usageError(stderr, "cleanup", errors.New("--every-unnamed-cluster only goes with --all-pools and no cluster name"))
+	if err := checkCleanupScope(cfg, *allPools, *everyUnnamed); err != nil {
+		return usageError(stderr, "cleanup", err)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	client := cleanupClient(cfg)
 	res := &cleanupResult{Selector: cleanupSelector(cfg, *allPools), DryRun: !*yes, Servers: []cleanupServer{}, Deleted: []string{}, Errors: []string{}}
-	servers, err := client.Server.AllWithOpts(ctx, hcloud.ServerListOpts{
-		ListOpts: hcloud.ListOpts{LabelSelector: res.Selector, PerPage: 50},
-	})
+	servers, err := listCleanupServers(ctx, client, cfg, *allPools, res.Selector)
 	if err != nil {
-		fmt.Fprintf(stderr, "hcloudscale cleanup: listing servers with label selector %q: %v\n", res.Selector, err)
+		fmt.Fprintf(stderr, "hcloudscale cleanup: %v\n", err)
 		return exitFailure
 	}
-	// The listing is trusted no further than the selector: a server outside
-	// the scope is never deleted, whatever an API answers.
-	servers = slices.DeleteFunc(servers, func(s *hcloud.Server) bool { return !inCleanupScope(cfg, *allPools, s.Labels) })
-	slices.SortFunc(servers, func(a, b *hcloud.Server) int {
-		return cmp.Or(cmp.Compare(a.Labels[config.LabelNodeGroup], b.Labels[config.LabelNodeGroup]), cmp.Compare(a.ID, b.ID))
-	})
 	for _, s := range servers {
-		cs := cleanupServer{
-			ID: s.ID, Name: s.Name, Pool: s.Labels[config.LabelNodeGroup], Cluster: s.Labels[config.LabelCluster],
-			Status: string(s.Status), Created: s.Created.UTC(),
-		}
-		if s.ServerType != nil {
-			cs.ServerType = s.ServerType.Name
-		}
-		if s.Location != nil {
-			cs.Location = s.Location.Name
-		}
-		res.Servers = append(res.Servers, cs)
+		res.Servers = append(res.Servers, cleanupServerOf(s))
 	}
 
 	human := *output == outputTable
@@ -160,14 +138,66 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 			return exitFailure
 		}
 	}
-	if len(res.Errors) > 0 {
-		fmt.Fprintf(stderr, "hcloudscale cleanup: %s:\n", plural(len(res.Errors), "failure"))
-		for _, e := range res.Errors {
-			fmt.Fprintf(stderr, "  %s\n", e)
-		}
-		return exitFailure
+	return reportCleanupErrors(stderr, res.Errors)
+}
+
+// checkCleanupScope refuses an --all-pools that would reach beyond this
+// cluster without --every-unnamed-cluster, and that flag anywhere else.
+func checkCleanupScope(cfg *config.Config, allPools, everyUnnamed bool) error {
+	if allPools && cfg.ClusterName == "" && !everyUnnamed {
+		return errors.New("--all-pools without a cluster name selects every autoscaled server of every unnamed cluster in the project (any hcloud/node-group label without hcloudscale/cluster), not only this cluster's; " +
+			"list this cluster's pools with --nodes instead, set the cluster name, or add --every-unnamed-cluster if that is meant")
 	}
-	return exitOK
+	if everyUnnamed && (!allPools || cfg.ClusterName != "") {
+		return errors.New("--every-unnamed-cluster only goes with --all-pools and no cluster name")
+	}
+	return nil
+}
+
+// listCleanupServers lists the servers the selector matches and keeps
+// those in the cleanup's scope, by pool then ID. The listing is trusted no
+// further than the selector: a server outside the scope is never deleted,
+// whatever an API answers.
+func listCleanupServers(ctx context.Context, client *hcloud.Client, cfg *config.Config, allPools bool, selector string) ([]*hcloud.Server, error) {
+	servers, err := client.Server.AllWithOpts(ctx, hcloud.ServerListOpts{
+		ListOpts: hcloud.ListOpts{LabelSelector: selector, PerPage: 50},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing servers with label selector %q: %w", selector, err)
+	}
+	servers = slices.DeleteFunc(servers, func(s *hcloud.Server) bool { return !inCleanupScope(cfg, allPools, s.Labels) })
+	slices.SortFunc(servers, func(a, b *hcloud.Server) int {
+		return cmp.Or(cmp.Compare(a.Labels[config.LabelNodeGroup], b.Labels[config.LabelNodeGroup]), cmp.Compare(a.ID, b.ID))
+	})
+	return servers, nil
+}
+
+// cleanupServerOf is how cleanup lists a server.
+func cleanupServerOf(s *hcloud.Server) cleanupServer {
+	cs := cleanupServer{
+		ID: s.ID, Name: s.Name, Pool: s.Labels[config.LabelNodeGroup], Cluster: s.Labels[config.LabelCluster],
+		Status: string(s.Status), Created: s.Created.UTC(),
+	}
+	if s.ServerType != nil {
+		cs.ServerType = s.ServerType.Name
+	}
+	if s.Location != nil {
+		cs.Location = s.Location.Name
+	}
+	return cs
+}
+
+// reportCleanupErrors lists the failures on stderr and returns the exit
+// code.
+func reportCleanupErrors(stderr io.Writer, errs []string) int {
+	if len(errs) == 0 {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "hcloudscale cleanup: %s:\n", plural(len(errs), "failure"))
+	for _, e := range errs {
+		fmt.Fprintf(stderr, "  %s\n", e)
+	}
+	return exitFailure
 }
 
 // cleanupClient is a plain API client: cleanup must work after the

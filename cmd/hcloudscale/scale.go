@@ -81,13 +81,9 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if !ok {
 		return code
 	}
-	if len(pos) != 2 {
-		return usageError(stderr, "scale", fmt.Errorf("want POOL and N, got %d arguments", len(pos)))
-	}
-	name := pos[0]
-	n, err := strconv.Atoi(pos[1])
-	if err != nil || n < 0 {
-		return usageError(stderr, "scale", fmt.Errorf("N %q: want a non-negative integer", pos[1]))
+	name, n, err := scaleArgs(pos)
+	if err != nil {
+		return usageError(stderr, "scale", err)
 	}
 	if err := checkOutput(*output); err != nil {
 		return usageError(stderr, "scale", err)
@@ -104,24 +100,9 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if err != nil {
 		return reportConfigError(stderr, "scale", "configuration", err)
 	}
-	pc := cfg.Pool(name)
-	if pc == nil {
-		var names []string
-		for _, p := range cfg.Pools {
-			names = append(names, p.Name)
-		}
-		return usageError(stderr, "scale", fmt.Errorf("pool %q is not configured; the pools are %s", name, strings.Join(names, ", ")))
-	}
-	if n < pc.MinSize || n > pc.MaxSize {
-		return usageError(stderr, "scale", fmt.Errorf("pool %s: size %d is outside its min size %d and max size %d", name, n, pc.MinSize, pc.MaxSize))
-	}
-	if n == 0 && cfg.ClusterName == "" && !*everyUnnamed {
-		return usageError(stderr, "scale", fmt.Errorf("pool %s: scaling to 0 without a cluster name deletes every server labelled %s=%s without %s, "+
-			"which includes another unnamed cluster's pool of that name in the same project; set the cluster name, or add --every-unnamed-cluster if that is meant",
-			name, config.LabelNodeGroup, name, config.LabelCluster))
-	}
-	if *everyUnnamed && (n != 0 || cfg.ClusterName != "") {
-		return usageError(stderr, "scale", errors.New("--every-unnamed-cluster only goes with N 0 and no cluster name"))
+	pc, err := scaleTarget(cfg, name, n, *everyUnnamed)
+	if err != nil {
+		return usageError(stderr, "scale", err)
 	}
 
 	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log))
@@ -139,7 +120,51 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if cerr := closeCluster(c, time.Second); cerr != nil && !errors.Is(cerr, context.DeadlineExceeded) {
 		log.Warn("closing the cluster", zap.Error(cerr))
 	}
-	if *output == outputJSON {
+	return reportScale(stdout, stderr, *output, res, err)
+}
+
+// scaleArgs reads the POOL and N arguments.
+func scaleArgs(pos []string) (string, int, error) {
+	if len(pos) != 2 {
+		return "", 0, fmt.Errorf("want POOL and N, got %d arguments", len(pos))
+	}
+	n, err := strconv.Atoi(pos[1])
+	if err != nil || n < 0 {
+		return "", 0, fmt.Errorf("N %q: want a non-negative integer", pos[1])
+	}
+	return pos[0], n, nil
+}
+
+// scaleTarget finds the pool to scale and checks that n is within its
+// sizes and, for 0 without a cluster name, that the wider scope was
+// accepted with --every-unnamed-cluster (and that flag nowhere else).
+func scaleTarget(cfg *config.Config, name string, n int, everyUnnamed bool) (*config.Pool, error) {
+	pc := cfg.Pool(name)
+	if pc == nil {
+		var names []string
+		for _, p := range cfg.Pools {
+			names = append(names, p.Name)
+		}
+		return nil, fmt.Errorf("pool %q is not configured; the pools are %s", name, strings.Join(names, ", "))
+	}
+	if n < pc.MinSize || n > pc.MaxSize {
+		return nil, fmt.Errorf("pool %s: size %d is outside its min size %d and max size %d", name, n, pc.MinSize, pc.MaxSize)
+	}
+	if n == 0 && cfg.ClusterName == "" && !everyUnnamed {
+		return nil, fmt.Errorf("pool %s: scaling to 0 without a cluster name deletes every server labelled %s=%s without %s, "+
+			"which includes another unnamed cluster's pool of that name in the same project; set the cluster name, or add --every-unnamed-cluster if that is meant",
+			name, config.LabelNodeGroup, name, config.LabelCluster)
+	}
+	if everyUnnamed && (n != 0 || cfg.ClusterName != "") {
+		return nil, errors.New("--every-unnamed-cluster only goes with N 0 and no cluster name")
+	}
+	return pc, nil
+}
+
+// reportScale writes the result as JSON if asked for and the error on
+// stderr, and returns the exit code.
+func reportScale(stdout, stderr io.Writer, output string, res *scaleResult, err error) int {
+	if output == outputJSON {
 		if jerr := writeJSON(stdout, res); jerr != nil {
 			fmt.Fprintf(stderr, "hcloudscale scale: %v\n", jerr)
 			return exitFailure
@@ -173,75 +198,24 @@ func (s *scaler) scale(ctx context.Context, n int, wait bool, timeout time.Durat
 		res.Target, res.Running, res.Creating, res.Deleting, res.Failed = st.Target, st.Running, st.Creating, st.Deleting, st.Failed
 	}()
 
+	var err error
 	switch from := res.From; {
 	case n > from:
-		if err := p.IncreaseSize(ctx, n-from); err != nil {
-			return res, fmt.Errorf("pool %s: %w", p.Name(), err)
-		}
-		res.Created = n - from
-		fmt.Fprintf(s.out, "%s: creating %s (target %d -> %d)\n", p.Name(), plural(n-from, "server"), from, n)
+		err = s.grow(ctx, res, n)
 	case n < from:
-		// Claims without a server go first and cost nothing; this process
-		// has none unless it created them, but the call is exact either way.
-		if err := p.DecreaseTargetSize(ctx, n-from); err != nil {
-			return res, fmt.Errorf("pool %s: %w", p.Name(), err)
-		}
-		victims := shrinkOrder(p.Instances())
-		victims = victims[:min(len(victims), p.TargetSize()-n)]
-		var ids, names []string
-		for _, in := range victims {
-			ids = append(ids, in.ID)
-			names = append(names, in.Name)
-		}
-		// What is deleted is printed before it is: the pool's servers,
-		// scoped as the pool sees them (a cluster without a name cannot
-		// tell its servers from another unnamed cluster's of the same
-		// pool name; servers of named clusters are never the pool's).
-		fmt.Fprintf(s.out, "%s: deleting %s (target %d -> %d): %s\n", p.Name(), plural(len(victims), "server"), from, n, strings.Join(names, ", "))
-		if n == 0 && s.cluster.Config().ClusterName == "" {
-			fmt.Fprintf(s.out, "%s: no cluster name is set: these are the servers labelled %s=%s without %s, which may include another unnamed cluster's\n",
-				p.Name(), config.LabelNodeGroup, p.Name(), config.LabelCluster)
-		}
-		if len(ids) > 0 {
-			if err := p.DeleteInstances(ctx, ids); err != nil {
-				return res, fmt.Errorf("pool %s: %w", p.Name(), err)
-			}
-		}
-		res.Deleted = append(res.Deleted, names...)
+		err = s.shrink(ctx, res, n)
 	default:
 		fmt.Fprintf(s.out, "%s: target size is %d already\n", p.Name(), n)
+	}
+	if err != nil {
+		return res, err
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	res.Waited = wait
-	err := s.watch(ctx, func(st pool.Status, ins []pool.Instance) (bool, error) {
-		if failed := failedCreates(ins); len(failed) > 0 {
-			if slices.ContainsFunc(ins, func(in pool.Instance) bool { return in.ServerID == 0 && in.Error == nil }) {
-				// Other creates are still being requested: report
-				// every failure at once, when they have settled.
-				return false, nil
-			}
-			for _, in := range failed {
-				res.Errors = append(res.Errors, fmt.Sprintf("%s: %s %s: %s", in.Name, in.Error.Class, in.Error.Code, in.Error.Message))
-			}
-			return true, fmt.Errorf("pool %s: %s failed:\n%s", p.Name(), plural(len(failed), "create"), strings.Join(res.Errors, "\n"))
-		}
-		if !wait {
-			// Every create request was sent and accepted.
-			return !slices.ContainsFunc(ins, func(in pool.Instance) bool { return in.ServerID == 0 }), nil
-		}
-		return st.Target == n && st.Running == n && st.Creating == 0 && st.Deleting == 0, nil
-	})
-	if failed := failedCreates(p.Instances()); len(failed) > 0 {
-		// A placeholder lives in this process only; remove it so that the
-		// pool's target is what exists.
-		var ids []string
-		for _, in := range failed {
-			ids = append(ids, in.ID)
-		}
-		_ = p.DeleteInstances(context.WithoutCancel(ctx), ids)
-	}
+	err = s.watch(ctx, sizeReached(p.Name(), res, n, wait))
+	s.dropFailedCreates(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -251,6 +225,91 @@ func (s *scaler) scale(ctx context.Context, n int, wait bool, timeout time.Durat
 		fmt.Fprintf(s.out, "%s: requests accepted after %s; not waiting for the servers\n", p.Name(), since(began))
 	}
 	return res, nil
+}
+
+// grow asks the pool for the servers up to n.
+func (s *scaler) grow(ctx context.Context, res *scaleResult, n int) error {
+	p, from := s.pool, res.From
+	if err := p.IncreaseSize(ctx, n-from); err != nil {
+		return fmt.Errorf("pool %s: %w", p.Name(), err)
+	}
+	res.Created = n - from
+	fmt.Fprintf(s.out, "%s: creating %s (target %d -> %d)\n", p.Name(), plural(n-from, "server"), from, n)
+	return nil
+}
+
+// shrink lowers the pool's target to n and deletes the servers above it,
+// printing which before it does.
+func (s *scaler) shrink(ctx context.Context, res *scaleResult, n int) error {
+	p, from := s.pool, res.From
+	// Claims without a server go first and cost nothing; this process
+	// has none unless it created them, but the call is exact either way.
+	if err := p.DecreaseTargetSize(ctx, n-from); err != nil {
+		return fmt.Errorf("pool %s: %w", p.Name(), err)
+	}
+	victims := shrinkOrder(p.Instances())
+	victims = victims[:min(len(victims), p.TargetSize()-n)]
+	var ids, names []string
+	for _, in := range victims {
+		ids = append(ids, in.ID)
+		names = append(names, in.Name)
+	}
+	// What is deleted is printed before it is: the pool's servers,
+	// scoped as the pool sees them (a cluster without a name cannot
+	// tell its servers from another unnamed cluster's of the same
+	// pool name; servers of named clusters are never the pool's).
+	fmt.Fprintf(s.out, "%s: deleting %s (target %d -> %d): %s\n", p.Name(), plural(len(victims), "server"), from, n, strings.Join(names, ", "))
+	if n == 0 && s.cluster.Config().ClusterName == "" {
+		fmt.Fprintf(s.out, "%s: no cluster name is set: these are the servers labelled %s=%s without %s, which may include another unnamed cluster's\n",
+			p.Name(), config.LabelNodeGroup, p.Name(), config.LabelCluster)
+	}
+	if len(ids) > 0 {
+		if err := p.DeleteInstances(ctx, ids); err != nil {
+			return fmt.Errorf("pool %s: %w", p.Name(), err)
+		}
+	}
+	res.Deleted = append(res.Deleted, names...)
+	return nil
+}
+
+// sizeReached is watch's done for a scale to n: with wait, when n servers
+// run and nothing else is under way; without, once every create request
+// was accepted. Failed creates end the watch with an error once the other
+// creates have settled, and are recorded in res.
+func sizeReached(poolName string, res *scaleResult, n int, wait bool) func(pool.Status, []pool.Instance) (bool, error) {
+	return func(st pool.Status, ins []pool.Instance) (bool, error) {
+		if failed := failedCreates(ins); len(failed) > 0 {
+			if slices.ContainsFunc(ins, func(in pool.Instance) bool { return in.ServerID == 0 && in.Error == nil }) {
+				// Other creates are still being requested: report
+				// every failure at once, when they have settled.
+				return false, nil
+			}
+			for _, in := range failed {
+				res.Errors = append(res.Errors, fmt.Sprintf("%s: %s %s: %s", in.Name, in.Error.Class, in.Error.Code, in.Error.Message))
+			}
+			return true, fmt.Errorf("pool %s: %s failed:\n%s", poolName, plural(len(failed), "create"), strings.Join(res.Errors, "\n"))
+		}
+		if !wait {
+			// Every create request was sent and accepted.
+			return !slices.ContainsFunc(ins, func(in pool.Instance) bool { return in.ServerID == 0 }), nil
+		}
+		return st.Target == n && st.Running == n && st.Creating == 0 && st.Deleting == 0, nil
+	}
+}
+
+// dropFailedCreates removes the placeholders of failed creates: a
+// placeholder lives in this process only, and without it the pool's
+// target is what exists.
+func (s *scaler) dropFailedCreates(ctx context.Context) {
+	failed := failedCreates(s.pool.Instances())
+	if len(failed) == 0 {
+		return
+	}
+	var ids []string
+	for _, in := range failed {
+		ids = append(ids, in.ID)
+	}
+	_ = s.pool.DeleteInstances(context.WithoutCancel(ctx), ids)
 }
 
 // watch prints the pool's state whenever it changes, until done says so

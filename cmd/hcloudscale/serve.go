@@ -8,22 +8,17 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc"
-	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
 )
 
 // serveFlags are the flags of hcloudscale serve.
@@ -187,159 +182,116 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 			return err
 		}
 	}
-
 	// Listen before the API checks, so a busy port fails at once.
-	var lc net.ListenConfig
-	lis, err := lc.Listen(ctx, "tcp", f.listen)
+	ls, err := listen(ctx, f)
 	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
+		return err
 	}
-	defer lis.Close()
-	var healthLis, metricsLis net.Listener
-	if f.healthListen != "" {
-		if healthLis, err = lc.Listen(ctx, "tcp", f.healthListen); err != nil {
-			return fmt.Errorf("--health-listen: %w", err)
-		}
-		defer healthLis.Close()
+	defer ls.close()
+	reg, err := newServeRegistry()
+	if err != nil {
+		return err
 	}
-	if f.metricsListen != "" {
-		if metricsLis, err = lc.Listen(ctx, "tcp", f.metricsListen); err != nil {
-			return fmt.Errorf("--metrics-listen: %w", err)
-		}
-		defer metricsLis.Close()
+	b, err := startBackend(ctx, f, env, cfg, reg, log)
+	if err != nil {
+		return err
 	}
 
+	fe := newFrontends(f, b, reg, ls, serverTLS)
+	fe.start(ls, b.lead)
+	fe.logServing(log, ls, serverTLS != nil, len(cfg.Pools))
+	errs := awaitEnd(ctx, b.lead, fe, log)
+	b.lead.demote()
+	errs = append(errs, fe.stop(f.drainTimeout)...)
+	errs = append(errs, b.close(f.shutdownTimeout))
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	log.Info("shut down")
+	return nil
+}
+
+// newServeRegistry is the registry /metrics serves: the Go and process
+// collectors, the build info and, once registered, the Cluster's and the
+// server's metrics.
+func newServeRegistry() (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
 	if err := errors.Join(
 		reg.Register(collectors.NewGoCollector()),
 		reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})),
 		reg.Register(newBuildInfoCollector()),
 	); err != nil {
-		return fmt.Errorf("metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	return reg, nil
+}
 
+// backend is what the gRPC server answers from: the Cluster, the
+// leadership (nil-safe without --leader-elect) and the node labeller,
+// with the logger they share.
+type backend struct {
+	log          *zap.Logger
+	cluster      *hcloudscale.Cluster
+	lead         *leadership
+	stopLabeller func()
+}
+
+// startBackend checks the configuration against the API and starts the
+// leadership and the node labeller.
+func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *config.Config, reg *prometheus.Registry, log *zap.Logger) (*backend, error) {
 	// With --leader-elect only the leader finishes the create flows a
 	// previous process left unfinished; lead is set before any call comes.
-	var lead *leadership
+	b := &backend{log: log}
 	cluster, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithRegisterer(reg),
-		hcloudscale.WithResumeWhen(func() bool { return !f.leader.enabled || (lead != nil && lead.leads()) }))
+		hcloudscale.WithResumeWhen(func() bool { return !f.leader.enabled || (b.lead != nil && b.lead.leads()) }))
 	if err != nil {
-		return fmt.Errorf("checking the configuration against the API: %w", err)
+		return nil, fmt.Errorf("checking the configuration against the API: %w", err)
 	}
-
-	lead, err = newLeadership(f.leader, env, reg, cluster, log)
-	if err != nil {
+	b.cluster = cluster
+	if b.lead, err = newLeadership(f.leader, env, reg, cluster, log); err != nil {
 		_ = closeCluster(cluster, f.shutdownTimeout)
-		return err
+		return nil, err
 	}
-
-	stopLabeller, err := startLabeller(ctx, &f.labels, cfg, cluster, log)
-	if err != nil {
+	if b.stopLabeller, err = startLabeller(ctx, &f.labels, cfg, cluster, log); err != nil {
 		_ = closeCluster(cluster, f.shutdownTimeout)
-		return err
+		return nil, err
 	}
+	return b, nil
+}
 
-	srv := externalgrpc.NewServer(cluster,
-		externalgrpc.WithLogger(log),
-		externalgrpc.WithRegisterer(reg),
-		externalgrpc.WithCallTimeout(f.rpcTimeout),
-		externalgrpc.WithGate(lead.gate()),
-	)
-	hs := health.NewServer()
-	gs := grpc.NewServer(srv.ServerOptions(serverTLS, lead.interceptors()...)...)
-	protos.RegisterCloudProviderServer(gs, srv)
-	healthpb.RegisterHealthServer(gs, hs)
-	var hgs *grpc.Server
-	if healthLis != nil {
-		hgs, healthLis = newHealthServer(healthLis, hs, defaultHealthLimits)
-	}
-	var metricsSrv *http.Server
-	if metricsLis != nil {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	}
-
-	// Each server ends with Serve's error; the first failure stops all.
-	failed := make(chan error, 3)
-	running := 0
-	start := func(name string, serveFn func() error) {
-		running++
-		go func() {
-			err := serveFn()
-			if errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, http.ErrServerClosed) {
-				err = nil
-			}
-			if err != nil {
-				err = fmt.Errorf("%s: %w", name, err)
-			}
-			failed <- err
-		}()
-	}
-	start("--listen", func() error { return gs.Serve(lead.listener(lis)) })
-	if hgs != nil {
-		start("--health-listen", func() error { return hgs.Serve(healthLis) })
-	}
-	if metricsSrv != nil {
-		start("--metrics-listen", func() error { return metricsSrv.Serve(metricsLis) })
-	}
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(protos.CloudProvider_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	fields := []zap.Field{zap.String("listen", lis.Addr().String()), zap.Bool("tls", serverTLS != nil), zap.Int("pools", len(cfg.Pools))}
-	if healthLis != nil {
-		fields = append(fields, zap.String("health_listen", healthLis.Addr().String()))
-	}
-	if metricsLis != nil {
-		fields = append(fields, zap.String("metrics_listen", metricsLis.Addr().String()))
-	}
-	log.Info("serving", fields...)
-
-	var errs []error
+// awaitEnd starts the leader election and waits until ctx ends, a server
+// fails or the Lease is lost; it returns why serving ended, if not ctx.
+func awaitEnd(ctx context.Context, lead *leadership, fe *frontends, log *zap.Logger) []error {
 	if err := startLeaderElection(ctx, lead); err != nil {
-		errs = append(errs, err)
-	} else {
-		select {
-		case <-ctx.Done():
-			log.Info("shutting down: no new calls")
-		case err := <-failed:
-			running--
-			errs = append(errs, err)
-		case <-lead.lost():
-			errs = append(errs, errors.New("lost the leader Lease; restart as a standby"))
-			lead.dropUnsent(context.Background())
-		}
+		return []error{err}
 	}
-	lead.demote()
-
-	hs.Shutdown()
-	stopGracefully(gs, f.drainTimeout)
-	if hgs != nil {
-		hgs.Stop()
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: no new calls")
+	case err := <-fe.failed:
+		fe.running--
+		return []error{err}
+	case <-lead.lost():
+		lead.dropUnsent(context.Background())
+		return []error{errors.New("lost the leader Lease; restart as a standby")}
 	}
-	if metricsSrv != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := metricsSrv.Shutdown(sctx); err != nil {
-			_ = metricsSrv.Close()
-		}
-		cancel()
-	}
-	for ; running > 0; running-- {
-		errs = append(errs, <-failed)
-	}
-
-	stopLabeller()
-	log.Info("waiting for server creates in flight", zap.Duration("timeout", f.shutdownTimeout))
-	cctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
-	defer cancel()
-	if err := cluster.Close(cctx); err != nil {
-		errs = append(errs, fmt.Errorf("closing the pools: %w", err))
-	}
-	lead.stop() // releases the Lease once the creates have reached a safe point
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	log.Info("shut down")
 	return nil
+}
+
+// close stops the labeller, waits up to timeout for the server creates in
+// flight, then stops the leadership, which releases the Lease once the
+// creates have reached a safe point.
+func (b *backend) close(timeout time.Duration) error {
+	b.stopLabeller()
+	b.log.Info("waiting for server creates in flight", zap.Duration("timeout", timeout))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var err error
+	if cerr := b.cluster.Close(ctx); cerr != nil {
+		err = fmt.Errorf("closing the pools: %w", cerr)
+	}
+	b.lead.stop()
+	return err
 }
 
 // stopGracefully lets calls in progress finish for up to d, then cuts

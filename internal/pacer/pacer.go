@@ -140,13 +140,13 @@ func (p *Pacer) resendable(ctx context.Context, req *http.Request, resent int, d
 	ctxDeadline, hasCtxDeadline := ctx.Deadline()
 	switch {
 	case resent >= p.maxRetries:
-		log.Warn("rate limit exceeded; handing the 429 to the caller after the maximum re-sends", zap.Int("maxRetries", p.maxRetries))
+		log.Warn("rate limit exceeded; handing the 429 to the caller after the maximum re-sends", zap.Int("max_retries", p.maxRetries))
 		return nil, false
 	case at.IsZero():
 		log.Warn("rate limit exceeded; no rate-limit headers to time a re-send by")
 		return nil, false
 	case !deadline.IsZero() && at.After(deadline), hasCtxDeadline && at.Sub(now) > time.Until(ctxDeadline):
-		log.Warn("rate limit exceeded; budget not back before the request's deadline", zap.Time("budgetAt", at))
+		log.Warn("rate limit exceeded; budget not back before the request's deadline", zap.Time("budget_at", at))
 		return nil, false
 	}
 	again, ok := rewind(req)

@@ -62,7 +62,7 @@ func (t *debugTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.log.Debug("api response", zap.String("method", req.Method), zap.String("url", target),
 		zap.Int("status", resp.StatusCode), zap.Duration("duration", took),
-		zap.String("correlationID", resp.Header.Get("X-Correlation-Id")), responseBody(resp))
+		zap.String("correlation_id", resp.Header.Get("X-Correlation-Id")), responseBody(resp))
 	return resp, nil
 }
 
@@ -73,14 +73,14 @@ func requestBody(req *http.Request) (zap.Field, *http.Request, error) {
 		return zap.Skip(), req, nil
 	}
 	if !isJSON(req.Header) {
-		return zap.Int64("bodyBytes", req.ContentLength), req, nil
+		return zap.Int64("body_bytes", req.ContentLength), req, nil
 	}
 	if req.GetBody != nil {
 		// A copy leaves the body that is sent untouched; hcloud-go's
 		// requests have one.
 		rc, err := req.GetBody()
 		if err != nil {
-			return zap.Int64("bodyBytes", req.ContentLength), req, nil
+			return zap.Int64("body_bytes", req.ContentLength), req, nil
 		}
 		defer rc.Close()
 		head, _ := io.ReadAll(io.LimitReader(rc, maxBody+1))
@@ -103,13 +103,13 @@ func responseBody(resp *http.Response) zap.Field {
 		return zap.Skip()
 	}
 	if !isJSON(resp.Header) {
-		return zap.Int64("bodyBytes", resp.ContentLength)
+		return zap.Int64("body_bytes", resp.ContentLength)
 	}
 	head, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	// The reader that failed is replayed too, so the caller sees the error.
 	resp.Body = replay{Reader: io.MultiReader(bytes.NewReader(head), resp.Body), Closer: resp.Body}
 	if err != nil {
-		return zap.Int("bodyBytes", len(head))
+		return zap.Int("body_bytes", len(head))
 	}
 	return bodyField(head, resp.ContentLength)
 }
@@ -118,12 +118,12 @@ func responseBody(resp *http.Response) zap.Field {
 // its length otherwise.
 func bodyField(head []byte, length int64) zap.Field {
 	if len(head) > maxBody {
-		return zap.Int64("bodyBytes", length)
+		return zap.Int64("body_bytes", length)
 	}
 	if red := JSON(head); red != nil {
 		return zap.ByteString("body", red)
 	}
-	return zap.Int("bodyBytes", len(head))
+	return zap.Int("body_bytes", len(head))
 }
 
 func isJSON(h http.Header) bool {

@@ -72,8 +72,8 @@ func TestDebugTransport(t *testing.T) {
 			reqBody:     "user_data=secret-cloud-init",
 			respType:    "text/html",
 			respBody:    "<html>secret-page</html>",
-			wantReqLog:  map[string]any{"bodyBytes": int64(27)},
-			wantRespLog: map[string]any{"bodyBytes": int64(24)},
+			wantReqLog:  map[string]any{"body_bytes": int64(27)},
+			wantRespLog: map[string]any{"body_bytes": int64(24)},
 		},
 		{
 			name:        "JSON that does not parse by length only",
@@ -81,8 +81,8 @@ func TestDebugTransport(t *testing.T) {
 			reqBody:     `{"user_data":"secret-cloud-init"`,
 			respType:    "application/json",
 			respBody:    `{"root_password":"hunter2"`,
-			wantReqLog:  map[string]any{"bodyBytes": int64(32)},
-			wantRespLog: map[string]any{"bodyBytes": int64(26)},
+			wantReqLog:  map[string]any{"body_bytes": int64(32)},
+			wantRespLog: map[string]any{"body_bytes": int64(26)},
 		},
 		{
 			name:        "no bodies",
@@ -133,7 +133,7 @@ func TestDebugTransport(t *testing.T) {
 				t.Errorf("bodies passed on: request %q, response %q; want %q, %q", gotBody, gotResp, tt.reqBody, tt.respBody)
 			}
 			wantReq := map[string]any{"method": "POST", "url": "/v1/servers?label_selector=a%3Db"}
-			wantResp := map[string]any{"method": "POST", "url": "/v1/servers?label_selector=a%3Db", "status": int64(201), "correlationID": "c0ffee"}
+			wantResp := map[string]any{"method": "POST", "url": "/v1/servers?label_selector=a%3Db", "status": int64(201), "correlation_id": "c0ffee"}
 			for k, v := range tt.wantReqLog {
 				wantReq[k] = v
 			}
