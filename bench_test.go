@@ -215,7 +215,7 @@ func newLoopFleet(tb testing.TB, perPool [3]int) *loopFleet {
 
 func (f *loopFleet) start(tb testing.TB) *hcloudscale.Cluster {
 	tb.Helper()
-	c, err := hcloudscale.New(context.Background(), f.cfg, hcloudscale.WithClock(f.clock))
+	c, err := hcloudscale.New(context.Background(), f.cfg, hcloudscale.WithClock(hcloudtest.WallWaits(f.clock)))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -131,6 +131,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		pool.WithPollInterval(o.pollInterval),
 		pool.WithWaiterLogger(o.logger),
 		pool.WithWaiterMetrics(m),
+		pool.WithWaiterClock(o.clock),
 	)
 	offerings := pool.NewOfferings(o.clock, m)
 	for _, p := range soldOut {
@@ -210,9 +211,9 @@ func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 		}
 	}
 	rt := newTimeoutTransport(newDebugTransport(base, o.logger), o.requestTimeout)
-	p := pacer.New(rt, pacer.WithReserve(o.rateLimitReserve), pacer.WithLogger(o.logger))
+	p := pacer.New(rt, pacer.WithReserve(o.rateLimitReserve), pacer.WithLogger(o.logger), pacer.WithClock(o.clock))
 	if o.rateLimitReserve < 0 {
-		p = pacer.New(rt, pacer.WithLogger(o.logger))
+		p = pacer.New(rt, pacer.WithLogger(o.logger), pacer.WithClock(o.clock))
 	}
 	httpClient := &http.Client{Transport: p}
 

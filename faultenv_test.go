@@ -86,7 +86,7 @@ func newFaultEnv(t *testing.T, fo faultOptions) *faultEnv {
 		// manual clock stands still; a bucket refilled on that clock
 		// would run dry.
 		fakeOpts = append(fakeOpts, hcloudtest.WithClock(e.clock), hcloudtest.WithRateLimit(0, 0))
-		e.opts = append(e.opts, hcloudscale.WithClock(e.clock))
+		e.opts = append(e.opts, hcloudscale.WithClock(hcloudtest.WallWaits(e.clock)))
 	}
 	e.p = newProject(t, append(fakeOpts, fo.fake...)...)
 	nodes := faultNodes

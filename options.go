@@ -8,6 +8,7 @@ import (
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 )
 
 // Version is the hcloudscale version sent in the User-Agent. Release builds
@@ -32,15 +33,6 @@ func version() string {
 	return "(devel)"
 }
 
-// Clock is the time source for TTLs and backoffs.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
 // Option configures [New]. Options carry the code-only dependencies; the
 // serialisable settings are in config.Config.
 type Option func(*options)
@@ -48,7 +40,7 @@ type Option func(*options)
 type options struct {
 	logger            *zap.Logger
 	registerer        prometheus.Registerer
-	clock             Clock
+	clock             clock.Clock
 	transport         http.RoundTripper
 	clientOptions     []hcloud.ClientOption
 	appName           string
@@ -67,7 +59,7 @@ type options struct {
 func defaultOptions() options {
 	return options{
 		logger:            zap.NewNop(),
-		clock:             systemClock{},
+		clock:             clock.RealClock{},
 		appName:           "hcloudscale",
 		appVersion:        version(),
 		requestTimeout:    DefaultRequestTimeout,
@@ -113,8 +105,15 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(o *options) { o.registerer = reg }
 }
 
-// WithClock replaces the wall clock for TTLs, for tests.
-func WithClock(c Clock) Option {
+// WithClock replaces the wall clock everywhere the Cluster reads time or
+// waits: the TTLs of the server listing, the server-type catalogue, the
+// image resolver and unavailable offerings, the creation timeouts, the
+// action waiter's polls, the rate-limit pacer's waits and the backoffs
+// between repeated requests. A test that gives one
+// k8s.io/utils/clock/testing.FakeClock to the Cluster and to
+// hcloudtest.WithClock moves all of them, and the fake API's actions,
+// with FakeClock.Step. A nil clock keeps the wall clock.
+func WithClock(c clock.Clock) Option {
 	return func(o *options) {
 		if c != nil {
 			o.clock = c

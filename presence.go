@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"k8s.io/utils/clock"
 )
 
 // presenceTTL is how long the answer about a server outside the pools is
@@ -21,7 +22,7 @@ type serverGetter interface {
 // not hold.
 type presenceCache struct {
 	api   serverGetter
-	clock Clock
+	clock clock.Clock
 
 	mu      sync.Mutex // guards entries
 	entries map[int64]presence
@@ -32,8 +33,8 @@ type presence struct {
 	at     time.Time
 }
 
-func newPresenceCache(api serverGetter, clock Clock) *presenceCache {
-	return &presenceCache{api: api, clock: clock, entries: map[int64]presence{}}
+func newPresenceCache(api serverGetter, c clock.Clock) *presenceCache {
+	return &presenceCache{api: api, clock: c, entries: map[int64]presence{}}
 }
 
 func (p *presenceCache) exists(ctx context.Context, id int64) (bool, error) {

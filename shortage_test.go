@@ -28,7 +28,7 @@ func TestNewStartsInShortage(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	c := newCluster(t, p.load(t, healthyClusterConfig(), nil, healthyNodes),
-		hcloudscale.WithClock(clock), hcloudscale.WithRegisterer(reg))
+		hcloudscale.WithClock(hcloudtest.WallWaits(clock)), hcloudscale.WithRegisterer(reg))
 	ctx := context.Background()
 
 	want := `--nodes[2] (dedicated): server type "ccx13" is not available in location "hel1" (sold out)`
@@ -115,7 +115,7 @@ func TestShortageOutlastsTheMark(t *testing.T) {
 	if err := p.api.SetServerTypeAvailable("ccx13", "hel1", false); err != nil {
 		t.Fatal(err)
 	}
-	c := newCluster(t, p.load(t, healthyClusterConfig(), nil, healthyNodes), hcloudscale.WithClock(clock))
+	c := newCluster(t, p.load(t, healthyClusterConfig(), nil, healthyNodes), hcloudscale.WithClock(hcloudtest.WallWaits(clock)))
 	ctx := context.Background()
 	dedicated := c.Pool("dedicated")
 	clock.Advance(pool.DefaultUnavailableTTL + time.Second)

@@ -97,9 +97,9 @@ func testEnv(t *testing.T, fake *hcloudtest.Server, extra map[string]string) con
 }
 
 // clusterOptions are the Cluster options of every test environment.
-func clusterOptions(clock hcloudscale.Clock) []hcloudscale.Option {
+func clusterOptions(clock hcloudtest.Clock) []hcloudscale.Option {
 	return []hcloudscale.Option{
-		hcloudscale.WithClock(clock),
+		hcloudscale.WithClock(hcloudtest.WallWaits(clock)),
 		hcloudscale.WithPollInterval(time.Millisecond),
 		hcloudscale.WithRegisterer(prometheus.NewRegistry()),
 		hcloudscale.WithClientOptions(

@@ -137,7 +137,7 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	e.cluster, err = hcloudscale.New(t.Context(), cfg,
 		hcloudscale.WithLogger(log),
-		hcloudscale.WithClock(clock),
+		hcloudscale.WithClock(hcloudtest.WallWaits(clock)),
 		hcloudscale.WithPollInterval(time.Millisecond),
 		hcloudscale.WithRegisterer(e.reg),
 		hcloudscale.WithClientOptions(

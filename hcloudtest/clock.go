@@ -3,6 +3,8 @@ package hcloudtest
 import (
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Clock tells the fake API what time it is. Action progress, server
@@ -11,6 +13,21 @@ import (
 type Clock interface {
 	Now() time.Time
 }
+
+// WallWaits returns a clock.Clock that tells the time by c and waits in
+// wall time. A test that moves the fake API's clock by hand gives it to
+// code whose TTLs and timeouts should follow that clock while its waits
+// (action polls, backoffs) pass by themselves. To move the waits too,
+// give both the same k8s.io/utils/clock/testing.FakeClock instead.
+func WallWaits(c Clock) clock.Clock { return wallWaits{now: c} }
+
+type wallWaits struct {
+	clock.RealClock
+	now Clock
+}
+
+func (w wallWaits) Now() time.Time                  { return w.now.Now() }
+func (w wallWaits) Since(t time.Time) time.Duration { return w.now.Now().Sub(t) }
 
 type realClock struct{}
 

@@ -44,7 +44,12 @@
 // background. Durations come from [WithActionDuration] and
 // [WithDefaultActionDuration]; the defaults are short (create_server 1 s,
 // most others 500 ms). Inject a [ManualClock] to make tests deterministic:
-// actions finish exactly when the test advances it. A server with a running
+// actions finish exactly when the test advances it. A
+// k8s.io/utils/clock/testing.FakeClock does as well; given to the code
+// under test too (hcloudscale.WithClock), one Step moves the fake's
+// actions and rate-limit refill and that code's TTLs and waits together,
+// and FakeClock.HasWaiters tells when that code waits. [WallWaits] gives
+// code the manual time for its TTLs and lets its waits pass in wall time. A server with a running
 // action is locked: power and network actions on it get locked.
 //
 // # Faults

@@ -11,6 +11,7 @@ import (
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
+	"k8s.io/utils/clock"
 
 	"github.com/hcloudscale/hcloudscale/config"
 )
@@ -39,15 +40,6 @@ type ImageAPI interface {
 }
 
 var _ ImageAPI = (*hcloud.ImageClient)(nil)
-
-// Clock tells the time for cache expiry; tests move it by hand.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // Option configures a [Resolver].
 type Option func(*Resolver)
@@ -93,7 +85,7 @@ func WithLookupTimeout(d time.Duration) Option {
 }
 
 // WithClock sets the clock for cache expiry. Default: the system clock.
-func WithClock(c Clock) Option {
+func WithClock(c clock.Clock) Option {
 	return func(r *Resolver) {
 		if c != nil {
 			r.clock = c
@@ -120,7 +112,7 @@ type Resolver struct {
 	negativeTTL   time.Duration
 	maxStale      time.Duration
 	lookupTimeout time.Duration
-	clock         Clock
+	clock         clock.Clock
 	log           *zap.Logger
 
 	flights singleflight.Group
@@ -164,7 +156,7 @@ func New(api ImageAPI, opts ...Option) *Resolver {
 		negativeTTL:   DefaultNegativeTTL,
 		maxStale:      DefaultMaxStale,
 		lookupTimeout: DefaultLookupTimeout,
-		clock:         systemClock{},
+		clock:         clock.RealClock{},
 		log:           zap.NewNop(),
 		cache:         make(map[cacheKey]entry),
 		warned:        make(map[int64]struct{}),

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
@@ -43,7 +44,7 @@ var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 type fixture struct {
 	api   *hcloudtest.Server
-	clock *hcloudtest.ManualClock
+	clock *testingclock.FakeClock
 	res   *imageresolve.Resolver
 	logs  *observer.ObservedLogs
 }
@@ -53,7 +54,7 @@ type fixture struct {
 // expiry move together.
 func newFixture(t *testing.T, opts ...imageresolve.Option) *fixture {
 	t.Helper()
-	clock := hcloudtest.NewManualClock(epoch)
+	clock := testingclock.NewFakeClock(epoch)
 	api := hcloudtest.NewServer(hcloudtest.WithClock(clock))
 	t.Cleanup(api.Close)
 	core, logs := observer.New(zapcore.DebugLevel)
@@ -463,12 +464,12 @@ func TestResolveCacheTTL(t *testing.T) {
 	}
 
 	resolve("first lookup", first, 1)
-	f.clock.Advance(time.Minute)
+	f.clock.Step(time.Minute)
 	second := f.addImage(t, hcloudtest.Image{Description: "v2", Architecture: hcloud.ArchitectureX86, Labels: labels})
 	resolve("within the TTL the cached image is used", first, 0)
-	f.clock.Advance(4*time.Minute - time.Second)
+	f.clock.Step(4*time.Minute - time.Second)
 	resolve("just before expiry still cached", first, 0)
-	f.clock.Advance(time.Second)
+	f.clock.Step(time.Second)
 	resolve("after the TTL the new snapshot is picked up", second, 1)
 	resolve("and cached again", second, 0)
 
@@ -513,7 +514,7 @@ func TestResolveNegativeCache(t *testing.T) {
 		lookup("unknown name", false, map[string]int{list: 2})
 		f.addImage(t, hcloudtest.Image{Name: "my-image", Type: hcloud.ImageTypeSystem, Architecture: hcloud.ArchitectureX86})
 		lookup("within the negative TTL", false, map[string]int{})
-		f.clock.Advance(30 * time.Second)
+		f.clock.Step(30 * time.Second)
 		lookup("after the negative TTL the new image is found", true, map[string]int{list: 1})
 	})
 	t.Run("failed requests are not cached", func(t *testing.T) {
@@ -661,7 +662,7 @@ func TestClose(t *testing.T) {
 // BenchmarkResolveCached measures the cost of a cache hit, which is what
 // every server of a scale-up pays after the first.
 func BenchmarkResolveCached(b *testing.B) {
-	clock := hcloudtest.NewManualClock(epoch)
+	clock := testingclock.NewFakeClock(epoch)
 	api := hcloudtest.NewServer(hcloudtest.WithClock(clock))
 	defer api.Close()
 	if _, err := api.AddImage(hcloudtest.Image{Architecture: hcloud.ArchitectureX86, Labels: map[string]string{"role": "worker", "os": "talos"}}); err != nil {

@@ -26,7 +26,7 @@ func TestStaleImageDuringAnOutage(t *testing.T) {
 	resolvedAt := f.clock.Now()
 
 	f.api.SetOutage(hcloudtest.RequestFault{Code: "server_error"}, hcloudtest.RequestFault{Code: "timeout"})
-	f.clock.Advance(imageresolve.DefaultTTL)
+	f.clock.Step(imageresolve.DefaultTTL)
 	outage := f.clock.Now()
 	for f.clock.Now().Sub(resolvedAt) <= maxStale {
 		img, err := f.res.Resolve(t.Context(), spec, config.ArchAMD64)
@@ -36,7 +36,7 @@ func TestStaleImageDuringAnOutage(t *testing.T) {
 		if got := f.res.StaleSince(); !got.Equal(outage) {
 			t.Fatalf("StaleSince() = %v; want %v", got, outage)
 		}
-		f.clock.Advance(10 * time.Second)
+		f.clock.Step(10 * time.Second)
 	}
 	// A lookup every 30 s, not one per call (every 10 s); hcloud-go
 	// sends a request that met a timeout once more.
@@ -44,7 +44,7 @@ func TestStaleImageDuringAnOutage(t *testing.T) {
 	if got, most := f.api.Count(list)-1, 2*(calls/3+1); got > most {
 		t.Errorf("%d image listings during %d calls in the outage; want at most %d (one lookup per 30 s)", got, calls, most)
 	}
-	f.clock.Advance(30 * time.Second)
+	f.clock.Step(30 * time.Second)
 	if img, err := f.res.Resolve(t.Context(), spec, config.ArchAMD64); !hcloud.IsError(err, hcloud.ErrorCodeServerError, hcloud.ErrorCodeTimeout) {
 		t.Errorf("Resolve() of an image resolved more than %v ago = %v, %v; want the lookup's error", maxStale, img, err)
 	}
@@ -67,7 +67,7 @@ func TestForgetDropsARotatedImage(t *testing.T) {
 	if img, err := f.res.Resolve(t.Context(), spec, config.ArchAMD64); err != nil || img.ID != v1 {
 		t.Fatalf("Resolve() = %v, %v; want image %d", img, err, v1)
 	}
-	f.clock.Advance(time.Minute)
+	f.clock.Step(time.Minute)
 	v2 := f.addImage(t, hcloudtest.Image{Description: "v2", Labels: map[string]string{"role": "node"}})
 	f.api.DeleteImage(v1)
 	if img, _ := f.res.Resolve(t.Context(), spec, config.ArchAMD64); img == nil || img.ID != v1 {

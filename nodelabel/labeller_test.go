@@ -75,7 +75,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.cluster, err = hcloudscale.New(t.Context(), cfg, hcloudscale.WithClock(w.clock), hcloudscale.WithListTTL(listTTL))
+	w.cluster, err = hcloudscale.New(t.Context(), cfg, hcloudscale.WithClock(hcloudtest.WallWaits(w.clock)), hcloudscale.WithListTTL(listTTL))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
@@ -156,15 +155,17 @@ func (p *Pool) createOpts(ctx context.Context, name string) (hcloud.ServerCreate
 // created the server and its response was lost: the server is adopted if
 // it carries our labels.
 func (p *Pool) createServer(ctx context.Context, opts hcloud.ServerCreateOpts, log *zap.Logger) (created, error) {
-	backoff := p.opts.retryBackoff
+	var out created
 	unknown := false // an earlier attempt may have created the server
-	for attempt := 1; ; attempt++ {
+	err, stopped := p.retry(ctx, p.opts.createAttempts, func(attempt int) (bool, error) {
 		res, resp, err := p.deps.Servers.Create(ctx, opts)
 		if err == nil {
-			return created{server: res.Server, actions: append([]*hcloud.Action{res.Action}, res.NextActions...)}, nil
+			out = created{server: res.Server, actions: append([]*hcloud.Action{res.Action}, res.NextActions...)}
+			return false, nil
 		}
 		if hcloud.IsError(err, hcloud.ErrorCodeUniquenessError) {
-			return p.adopt(ctx, opts.Name, err)
+			out, err = p.adopt(ctx, opts.Name, err)
+			return false, err
 		}
 		if attempt >= p.opts.createAttempts || !isTransient(resp, err) {
 			if unknown && !ambiguous(err) {
@@ -172,17 +173,18 @@ func (p *Pool) createServer(ctx context.Context, opts hcloud.ServerCreateOpts, l
 				// one's effect: the caller must look the server up.
 				err = fmt.Errorf("%w (%w)", err, errEarlierAttemptUnknown)
 			}
-			return created{}, err
+			return false, err
 		}
 		unknown = unknown || ambiguous(err)
 		log.Info("create request failed; sending it again with the same name",
 			zap.Int("attempt", attempt), zap.Error(err))
-		if stop := sleep(ctx, backoff); stop != nil {
-			// The claim was removed or timed out: no further attempt.
-			return created{}, fmt.Errorf("%w; not sent again: %w", err, stop)
-		}
-		backoff *= 2
+		return true, err
+	})
+	if stopped != nil {
+		// The claim was removed or timed out: no further attempt.
+		return created{}, fmt.Errorf("%w; not sent again: %w", err, stopped)
 	}
+	return out, err
 }
 
 // adopt looks up the server that holds name after a uniqueness_error.
@@ -318,25 +320,23 @@ func (p *Pool) awaitStatus(ctx context.Context, server *hcloud.Server, done func
 // bound, again after transient failures, and, for an adopted server whose
 // create actions may still run, after "locked".
 func (p *Pool) send(ctx context.Context, retryLocked bool, fn func(context.Context) (*hcloud.Action, *hcloud.Response, error)) (*hcloud.Action, error) {
-	backoff := p.opts.retryBackoff
-	for attempt := 1; ; attempt++ {
+	var action *hcloud.Action
+	err, stopped := p.retry(ctx, p.opts.createAttempts, func(int) (bool, error) {
 		if err := acquire(ctx, p.createSem); err != nil {
-			return nil, err
+			return false, err
 		}
-		action, resp, err := fn(ctx)
+		a, resp, err := fn(ctx)
 		release(p.createSem)
-		if err == nil {
-			return action, nil
-		}
-		retry := isTransient(resp, err) || (retryLocked && hcloud.IsError(err, hcloud.ErrorCodeLocked))
-		if attempt >= p.opts.createAttempts || !retry {
-			return nil, err
-		}
-		if err := sleep(ctx, backoff); err != nil {
-			return nil, err
-		}
-		backoff *= 2
+		action = a
+		return isTransient(resp, err) || (retryLocked && hcloud.IsError(err, hcloud.ErrorCodeLocked)), err
+	})
+	switch {
+	case stopped != nil:
+		return nil, stopped
+	case err != nil:
+		return nil, err
 	}
+	return action, nil
 }
 
 // succeed publishes the running server in the cache and drops the claim,
@@ -440,30 +440,28 @@ func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, wh
 func (p *Pool) cleanup(taskCtx context.Context, server *hcloud.Server, log *zap.Logger) {
 	ctx, cancel := context.WithTimeout(taskCtx, cleanupTimeout)
 	defer cancel()
-	backoff := p.opts.retryBackoff
-	var err error
-	for attempt := 1; attempt <= p.opts.cleanupAttempts; attempt++ {
-		var gone bool
-		gone, err = p.deleteAndWait(ctx, server)
+	err, _ := p.retry(ctx, p.opts.cleanupAttempts, func(attempt int) (bool, error) {
+		gone, err := p.deleteAndWait(ctx, server)
 		if err == nil {
 			if !gone {
 				log.Info("deleted server of a failed create flow", zap.Int64("server_id", server.ID))
 			}
 			p.deps.Cache.Remove(server.ID)
-			return
+			return false, nil
 		}
 		if ctx.Err() != nil {
-			break
+			return false, err
 		}
-		log.Warn("deleting server of a failed create flow failed; trying again",
-			zap.Int64("server_id", server.ID), zap.Int("attempt", attempt), zap.Error(err))
-		if sleep(ctx, backoff) != nil {
-			break
+		if attempt < p.opts.cleanupAttempts {
+			log.Warn("deleting server of a failed create flow failed; trying again",
+				zap.Int64("server_id", server.ID), zap.Int("attempt", attempt), zap.Error(err))
 		}
-		backoff *= 2
+		return true, err
+	})
+	if err != nil {
+		log.Error("could not delete server of a failed create flow; it keeps the pool's labels and shows up in the next listing",
+			zap.Int64("server_id", server.ID), zap.Error(err))
 	}
-	log.Error("could not delete server of a failed create flow; it keeps the pool's labels and shows up in the next listing",
-		zap.Int64("server_id", server.ID), zap.Error(err))
 }
 
 // deleteAndWait deletes a server and waits for the delete action. gone is
@@ -529,20 +527,6 @@ func acquire(ctx context.Context, sem chan struct{}) error {
 }
 
 func release(sem chan struct{}) { <-sem }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // claimContext returns a context of taskCtx that also ends when the claim
 // is removed (DecreaseTargetSize or DeleteInstances call c.cancel), at

@@ -184,13 +184,13 @@ func TestWaiterPollsPerTickNotPerServer(t *testing.T) {
 			e.eventually("waiter to hold every action", 0, func() bool { return waiting() == 2*n })
 			ticks := 0
 			for !settled(p) && ticks < 20 {
-				// Advance only once the waiter sleeps on the clock, so that
-				// every Advance is exactly one tick.
+				// Step only once the waiter sleeps on the clock, so that
+				// every Step is exactly one tick.
 				e.eventually("the waiter to arm its tick", 0, func() bool { return e.ticker.count() > ticks || settled(p) })
 				if settled(p) {
 					break
 				}
-				e.clock.Advance(DefaultPollInterval)
+				e.clock.Step(DefaultPollInterval)
 				ticks++
 			}
 			e.settle(p)
@@ -274,7 +274,7 @@ func TestCapacityErrorsMakePlaceholdersAndFailFast(t *testing.T) {
 	}
 
 	// After the TTL the pool asks again.
-	e.clock.Advance(DefaultUnavailableTTL)
+	e.clock.Step(DefaultUnavailableTTL)
 	if err := p.IncreaseSize(t.Context(), 1); err != nil {
 		t.Fatalf("IncreaseSize(1) after the TTL error: %v", err)
 	}

@@ -8,11 +8,11 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
 	"github.com/hcloudscale/hcloudscale/servercache"
@@ -223,18 +223,17 @@ func (p *Pool) serverTarget(id string, s *servercache.Server) (deleteTarget, boo
 func (p *Pool) deleteServers(ctx context.Context, servers []*servercache.Server) error {
 	actions := make([]*hcloud.Action, len(servers))
 	errs := make([]error, len(servers))
-	var g errgroup.Group
+	var wg sync.WaitGroup
 	for i, s := range servers {
-		g.Go(func() error {
+		wg.Go(func() {
 			var finished bool
 			actions[i], finished, errs[i] = p.deleteServer(ctx, s.ID)
 			if finished {
 				actions[i] = nil
 			}
-			return nil
 		})
 	}
-	_ = g.Wait()
+	wg.Wait()
 
 	var accepted []*servercache.Server
 	var acceptedActions []*hcloud.Action
@@ -300,39 +299,42 @@ func (p *Pool) deleteServer(ctx context.Context, id int64) (action *hcloud.Actio
 	defer release(p.deleteSem)
 	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteRequestTimeout)
 	defer cancel()
-	backoff := p.opts.retryBackoff
-	for attempt := 1; ; attempt++ {
+	err, _ = p.retry(ctx, p.opts.deleteAttempts, func(int) (bool, error) {
 		res, _, err := p.deps.Servers.DeleteWithResult(reqCtx, &hcloud.Server{ID: id})
 		switch {
 		case err == nil:
-			return res.Action, false, nil
+			action = res.Action
+			return false, nil
 		case hcloud.IsError(err, hcloud.ErrorCodeNotFound):
-			p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
-			return nil, true, nil
-		case ambiguous(err):
-			lookupCtx, cancelLookup := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
-			s, _, lookupErr := p.deps.Servers.GetByID(lookupCtx, id)
-			cancelLookup()
-			switch {
-			case lookupErr != nil:
-				err = fmt.Errorf("%w; the server's state is unknown: looking it up failed: %w", err, lookupErr)
-			case s == nil || s.Status == hcloud.ServerStatusDeleting:
-				p.log.Info("delete request failed on the way, but the server is deleted or being deleted",
-					zap.Int64("server_id", id), zap.NamedError("cause", err))
-				p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
-				return nil, true, nil
-			case attempt < p.opts.createAttempts && ctx.Err() == nil && reqCtx.Err() == nil:
-				// The request did not go through and the caller still
-				// waits: send it again.
-				if sleep(ctx, backoff) == nil {
-					backoff *= 2
-					continue
-				}
-			}
+			finished = true
+			return false, nil
+		case !ambiguous(err):
+			return false, err
 		}
+		lookupCtx, cancelLookup := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
+		s, _, lookupErr := p.deps.Servers.GetByID(lookupCtx, id)
+		cancelLookup()
+		switch {
+		case lookupErr != nil:
+			return false, fmt.Errorf("%w; the server's state is unknown: looking it up failed: %w", err, lookupErr)
+		case s == nil || s.Status == hcloud.ServerStatusDeleting:
+			p.log.Info("delete request failed on the way, but the server is deleted or being deleted",
+				zap.Int64("server_id", id), zap.NamedError("cause", err))
+			finished = true
+			return false, nil
+		}
+		// The request did not go through and the caller still waits:
+		// send it again.
+		return ctx.Err() == nil && reqCtx.Err() == nil, err
+	})
+	if err != nil {
 		p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultError, errorCode(err)).Inc()
 		return nil, false, err
 	}
+	if finished {
+		p.metrics.ServerDeletes.WithLabelValues(p.cfg.Name, metrics.ResultSuccess, "").Inc()
+	}
+	return action, finished, nil
 }
 
 // awaitDeletes waits for the delete actions of accepted deletes, then
@@ -345,17 +347,16 @@ func (p *Pool) awaitDeletes(taskCtx context.Context, servers []*servercache.Serv
 	ctx, cancel := context.WithTimeout(taskCtx, deleteWaitTimeout)
 	defer cancel()
 	errs := make([]error, len(servers))
-	var g errgroup.Group
+	var wg sync.WaitGroup
 	for i, a := range actions {
 		if a == nil {
 			continue // nothing to wait for; counted by deleteServer
 		}
-		g.Go(func() error {
+		wg.Go(func() {
 			errs[i] = p.deps.Waiter.Wait(ctx, a)
-			return nil
 		})
 	}
-	_ = g.Wait()
+	wg.Wait()
 	if taskCtx.Err() != nil && slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
 		return // Close gave up; the API finishes the deletes anyway
 	}

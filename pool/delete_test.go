@@ -368,7 +368,7 @@ func TestDecreaseTargetSize(t *testing.T) {
 	if got := q.TargetSize(); got != 3 {
 		t.Errorf("TargetSize() = %d; want 3", got)
 	}
-	e.clock.Advance(time.Hour)
+	e.clock.Step(time.Hour)
 	e.settle(q)
 	if got := len(e.servers("queue")); got != 3 {
 		t.Errorf("servers = %d; want 3", got)
@@ -471,7 +471,7 @@ func TestAtomicIncreaseSize(t *testing.T) {
 				return true
 			default:
 				if ctx.Err() != nil {
-					e.clock.Advance(100 * time.Millisecond)
+					e.clock.Step(100 * time.Millisecond)
 				}
 				return false
 			}

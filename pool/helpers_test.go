@@ -11,6 +11,7 @@ import (
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// epoch is where every manual clock starts.
+// epoch is where every fake clock starts.
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 const (
@@ -35,7 +36,7 @@ const (
 type env struct {
 	t      *testing.T
 	fake   *hcloudtest.Server
-	clock  *hcloudtest.ManualClock
+	clock  *testingclock.FakeClock
 	client *hcloud.Client
 	waiter *Waiter
 	cache  *servercache.Cache
@@ -44,23 +45,21 @@ type env struct {
 	ticker *countingClock // set with envOptions.manualTicks
 }
 
-// countingClock schedules the waiter's ticks on the manual clock and counts
-// them, so a test knows when the waiter is armed for the next Advance.
+// countingClock schedules the waiter's ticks on the fake clock and counts
+// them, so a test knows when the waiter is armed for the next Step.
 type countingClock struct {
-	clock *hcloudtest.ManualClock
+	*testingclock.FakeClock
 	mu    sync.Mutex // guards armed
 	armed int
 }
 
 func (c *countingClock) After(d time.Duration) <-chan time.Time {
-	ch := c.clock.After(d)
+	ch := c.FakeClock.After(d)
 	c.mu.Lock()
 	c.armed++
 	c.mu.Unlock()
 	return ch
 }
-
-func (c *countingClock) Now() time.Time { return c.clock.Now() }
 
 func (c *countingClock) count() int {
 	c.mu.Lock()
@@ -70,14 +69,14 @@ func (c *countingClock) count() int {
 
 type envOptions struct {
 	fake []hcloudtest.Option
-	// manualTicks drives the waiter's polls with the manual clock
+	// manualTicks drives the waiter's polls with the fake clock
 	// instead of a 1 ms wall-clock interval.
 	manualTicks bool
 }
 
 func newEnv(t *testing.T, eo envOptions) *env {
 	t.Helper()
-	clock := hcloudtest.NewManualClock(epoch)
+	clock := testingclock.NewFakeClock(epoch)
 	// The waiter polls every millisecond of wall time while the manual
 	// clock stands still; the rate limit would only get in the way.
 	fake := hcloudtest.NewServer(append([]hcloudtest.Option{hcloudtest.WithClock(clock), hcloudtest.WithRateLimit(0, 0)}, eo.fake...)...)
@@ -86,7 +85,7 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	e := &env{t: t, fake: fake, clock: clock, client: client}
 	wopts := []WaiterOption{WithPollInterval(time.Millisecond), WithWaiterLogger(zaptest.NewLogger(t))}
 	if eo.manualTicks {
-		e.ticker = &countingClock{clock: clock}
+		e.ticker = &countingClock{FakeClock: clock}
 		wopts = []WaiterOption{WithPollInterval(DefaultPollInterval), WithWaiterClock(e.ticker)}
 	}
 	e.waiter = NewWaiter(&client.Action, wopts...)
@@ -172,7 +171,7 @@ func (e *env) newPoolWith(cfg config.Pool, deps Deps, opts ...Option) *Pool {
 	e.t.Helper()
 	all := append([]Option{
 		WithLogger(zaptest.NewLogger(e.t)),
-		WithClock(e.clock),
+		WithClock(hcloudtest.WallWaits(e.clock)),
 		WithRetry(3, time.Millisecond),
 		WithClusterName(testCluster),
 	}, opts...)
@@ -226,7 +225,7 @@ func (e *env) eventually(what string, step time.Duration, cond func() bool) {
 			e.t.Fatalf("timed out waiting for %s", what)
 		}
 		if step > 0 {
-			e.clock.Advance(step)
+			e.clock.Step(step)
 		}
 		time.Sleep(time.Millisecond)
 	}

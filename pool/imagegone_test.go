@@ -34,7 +34,7 @@ func TestCreateAfterTheSnapshotRotated(t *testing.T) {
 		t.Fatalf("servers after the first create = %+v; want one from image %d", got, v1)
 	}
 
-	e.clock.Advance(time.Minute) // well within the resolver's 5-minute TTL
+	e.clock.Step(time.Minute) // well within the resolver's 5-minute TTL
 	v2, err := e.fake.AddSnapshot("v2", hcloud.ArchitectureX86, labels)
 	if err != nil {
 		t.Fatal(err)

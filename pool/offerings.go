@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
 )
 
@@ -56,7 +58,7 @@ type offeringKey struct {
 // held only for map operations, never during I/O, so sharing it does not
 // serialise the pools. The zero value is not usable; use [NewOfferings].
 type Offerings struct {
-	clock   Clock
+	clock   clock.Clock
 	metrics *metrics.Set
 
 	mu      sync.Mutex // guards entries and refetchTypes
@@ -70,14 +72,14 @@ type Offerings struct {
 
 // NewOfferings returns an empty registry that reads time from clock (the
 // wall clock when nil) and reports to m (nowhere when nil).
-func NewOfferings(clock Clock, m *metrics.Set) *Offerings {
-	if clock == nil {
-		clock = systemClock{}
+func NewOfferings(c clock.Clock, m *metrics.Set) *Offerings {
+	if c == nil {
+		c = clock.RealClock{}
 	}
 	if m == nil {
 		m, _ = metrics.New(nil) // cannot fail without a registerer
 	}
-	return &Offerings{clock: clock, metrics: m, entries: make(map[offeringKey]*UnavailableError)}
+	return &Offerings{clock: c, metrics: m, entries: make(map[offeringKey]*UnavailableError)}
 }
 
 // MarkUnavailable remembers an unavailable offering until now+ttl, as a

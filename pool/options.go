@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
 )
@@ -17,6 +18,9 @@ const (
 	// request after transient failures (on top of hcloud-go's own
 	// retries).
 	DefaultCreateAttempts = 3
+	// deleteAttempts bounds how often one delete request is sent after
+	// it failed on the way and the server is still there.
+	deleteAttempts = 3
 	// DefaultRetryBackoff is the first wait before a repeated request; it
 	// doubles per attempt.
 	DefaultRetryBackoff = time.Second
@@ -38,28 +42,19 @@ const (
 	deleteWaitTimeout = 5 * time.Minute
 )
 
-// Clock tells the pool what time it is: creation timeouts of adopted
-// servers and the memory of unavailable offerings read it.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
 // Option configures a [Pool].
 type Option func(*options)
 
 type options struct {
 	logger            *zap.Logger
-	clock             Clock
+	clock             clock.Clock
 	createConcurrency int
 	deleteConcurrency int
 	unavailableTTL    time.Duration
 	creationTimeout   time.Duration
 	createAttempts    int
 	cleanupAttempts   int
+	deleteAttempts    int
 	retryBackoff      time.Duration
 	metrics           *metrics.Set
 	registerer        prometheus.Registerer
@@ -76,8 +71,10 @@ func WithLogger(l *zap.Logger) Option {
 	}
 }
 
-// WithClock sets the clock (default: the wall clock).
-func WithClock(c Clock) Option {
+// WithClock sets the clock (default: the wall clock): creation timeouts
+// of adopted servers and the memory of unavailable offerings read it, and
+// the backoffs between repeated requests wait on it.
+func WithClock(c clock.Clock) Option {
 	return func(o *options) {
 		if c != nil {
 			o.clock = c
@@ -108,16 +105,6 @@ func WithUnavailableTTL(d time.Duration) Option {
 // a running server (default: the pool's config, else 5 minutes).
 func WithCreationTimeout(d time.Duration) Option {
 	return func(o *options) { o.creationTimeout = d }
-}
-
-// WithRetry sets how often a create request is sent after transient
-// failures (attempts in total, DefaultCreateAttempts) and the first
-// backoff (DefaultRetryBackoff, doubling).
-func WithRetry(attempts int, backoff time.Duration) Option {
-	return func(o *options) {
-		o.createAttempts = attempts
-		o.retryBackoff = backoff
-	}
 }
 
 // WithMetrics reports to m. Without it, or WithRegisterer, the pool

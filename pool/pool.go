@@ -10,6 +10,7 @@ import (
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 
 	"github.com/hcloudscale/hcloudscale/cloudinit"
 	"github.com/hcloudscale/hcloudscale/config"
@@ -104,12 +105,13 @@ type Pool struct {
 func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	o := options{
 		logger:            zap.NewNop(),
-		clock:             systemClock{},
+		clock:             clock.RealClock{},
 		createConcurrency: DefaultCreateConcurrency,
 		deleteConcurrency: DefaultDeleteConcurrency,
 		unavailableTTL:    DefaultUnavailableTTL,
 		createAttempts:    DefaultCreateAttempts,
 		cleanupAttempts:   DefaultCleanupAttempts,
+		deleteAttempts:    deleteAttempts,
 		retryBackoff:      DefaultRetryBackoff,
 	}
 	for _, opt := range opts {

@@ -212,7 +212,7 @@ func TestResumeWhileTheOldProcessFinishes(t *testing.T) {
 	if err := old.IncreaseSize(t.Context(), 1); err != nil {
 		t.Fatal(err)
 	}
-	// The old flow's attach runs (the manual clock stands still).
+	// The old flow's attach runs (the fake clock stands still).
 	e.eventually("the old flow's attach", 100*time.Millisecond, func() bool {
 		return e.fake.Count("POST /servers/{id}/actions/attach_to_network") == 1
 	})

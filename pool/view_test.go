@@ -220,7 +220,7 @@ func TestViewStress(t *testing.T) {
 				case op < 7:
 					_, err = e.cache.Refresh(ctx)
 				default:
-					e.clock.Advance(time.Duration(rng.IntN(2000)) * time.Millisecond)
+					e.clock.Step(time.Duration(rng.IntN(2000)) * time.Millisecond)
 				}
 				ops.Add(1)
 				if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
+	"k8s.io/utils/clock"
 
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
 )
@@ -55,19 +55,6 @@ func (e *ActionNotFoundError) Error() string {
 	return fmt.Sprintf("action %d not found", e.ID)
 }
 
-// WaiterClock tells the Waiter the time and schedules its polls.
-// hcloudtest.ManualClock implements it, so a test moves the fake API's
-// actions and the polls with one Advance.
-type WaiterClock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-type realWaiterClock struct{}
-
-func (realWaiterClock) Now() time.Time                         { return time.Now() }
-func (realWaiterClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // WaiterOption configures a [Waiter].
 type WaiterOption func(*Waiter)
 
@@ -82,8 +69,11 @@ func WithPollInterval(d time.Duration) WaiterOption {
 	}
 }
 
-// WithWaiterClock sets the clock (default: the wall clock).
-func WithWaiterClock(c WaiterClock) WaiterOption {
+// WithWaiterClock sets the clock that tells the time and schedules the
+// polls (default: the wall clock). A k8s.io/utils/clock/testing.FakeClock
+// that also drives hcloudtest's fake API moves its actions and the polls
+// with one Step.
+func WithWaiterClock(c clock.Clock) WaiterOption {
 	return func(w *Waiter) {
 		if c != nil {
 			w.clock = c
@@ -123,7 +113,7 @@ func WithWaiterMetrics(m *metrics.Set) WaiterOption {
 type Waiter struct {
 	api      ActionAPI
 	interval time.Duration
-	clock    WaiterClock
+	clock    clock.Clock
 	log      *zap.Logger
 	metrics  *metrics.Set
 	pollHook func(start time.Time) // tests only: called as a poll starts
@@ -171,7 +161,7 @@ func NewWaiter(api ActionAPI, opts ...WaiterOption) *Waiter {
 	w := &Waiter{
 		api:      api,
 		interval: DefaultPollInterval,
-		clock:    realWaiterClock{},
+		clock:    clock.RealClock{},
 		log:      zap.NewNop(),
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -417,9 +407,9 @@ func (w *Waiter) poll(ctx context.Context, at time.Time) {
 	running := make([][]*hcloud.Action, len(chunks))
 	failed := make([]bool, len(chunks))
 	finished := map[string]bool{} // commands of which this poll saw some finish; guarded by w.mu
-	var g errgroup.Group
+	var wg sync.WaitGroup
 	for i, chunk := range chunks {
-		g.Go(func() error {
+		wg.Go(func() {
 			actions, err := w.list(ctx, chunk)
 			if err != nil {
 				if ctx.Err() == nil {
@@ -427,13 +417,12 @@ func (w *Waiter) poll(ctx context.Context, at time.Time) {
 						zap.Int("actions", len(chunk)), zap.Error(err))
 				}
 				failed[i] = true
-				return nil
+				return
 			}
 			running[i] = w.settle(chunk, actions, finished)
-			return nil
 		})
 	}
-	_ = g.Wait()
+	wg.Wait()
 
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -66,7 +66,7 @@ func TestWaiterHungRequestHoldsBackNoOtherCaller(t *testing.T) {
 	e := &env{t: t}
 	e.eventually("the poll to reach the held request", 0, func() bool {
 		if !hold.isHolding() {
-			s.clock.Advance(simStep)
+			s.clock.Step(simStep)
 			return false
 		}
 		return true
@@ -155,7 +155,7 @@ func TestWaiterCloseWithPollsInFlight(t *testing.T) {
 				}()
 			}
 			for range rng.IntN(10) {
-				clock.Advance(10 * time.Millisecond)
+				clock.Step(10 * time.Millisecond)
 				time.Sleep(time.Millisecond)
 			}
 			w.Close()

@@ -12,24 +12,25 @@ import (
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
 )
 
-// simStep is how far a sim moves the manual clock per millisecond of wall
+// simStep is how far a sim moves the fake clock per millisecond of wall
 // time. Times a sim measures are late by up to a step (more when the
 // machine is busy); poll starts are exact, the waiter reads them itself.
 const simStep = 25 * time.Millisecond
 
 // sim is a waiter with the default poll interval whose clock is the fake
-// API's manual clock, so that action durations and the waiter's schedule
+// API's fake clock, so that action durations and the waiter's schedule
 // are on one time line; it records when every poll starts.
 type sim struct {
 	t      *testing.T
 	fake   *hcloudtest.Server
 	client *hcloud.Client
-	clock  *hcloudtest.ManualClock
+	clock  *testingclock.FakeClock
 	w      *Waiter
 
 	mu    sync.Mutex // guards polls
@@ -38,7 +39,7 @@ type sim struct {
 
 func newSim(t *testing.T, api func(*hcloud.Client) ActionAPI, wopts []WaiterOption, opts ...hcloudtest.Option) *sim {
 	t.Helper()
-	clock := hcloudtest.NewManualClock(epoch)
+	clock := testingclock.NewFakeClock(epoch)
 	fake := hcloudtest.NewServer(append([]hcloudtest.Option{hcloudtest.WithClock(clock), hcloudtest.WithRateLimit(0, 0)}, opts...)...)
 	t.Cleanup(fake.Close)
 	s := &sim{t: t, fake: fake, client: fake.Client(), clock: clock}
@@ -114,7 +115,7 @@ func (s *sim) run(chs ...<-chan waitResult) ([]error, []time.Time) {
 		if time.Now().After(deadline) {
 			s.t.Fatalf("%d Waits did not return by %s", left, s.clock.Now().Sub(epoch))
 		}
-		s.clock.Advance(simStep)
+		s.clock.Step(simStep)
 		time.Sleep(time.Millisecond)
 	}
 	return errs, at
@@ -296,7 +297,7 @@ func TestWaiterNeverPollsFasterThanTheInterval(t *testing.T) {
 				expected = append(expected, s.w.Expected("create_server", class)+DefaultPollInterval)
 				chs = append(chs, s.wait(class, a))
 				for range rng.IntN(20) {
-					s.clock.Advance(simStep)
+					s.clock.Step(simStep)
 					time.Sleep(time.Millisecond)
 				}
 			}
@@ -478,7 +479,7 @@ func TestWaiterSharedActionsAndCancellation(t *testing.T) {
 					callers[i].cancel()
 					cancelled[i] = true
 				}
-				s.clock.Advance(simStep)
+				s.clock.Step(simStep)
 				time.Sleep(time.Millisecond)
 				for i, c := range callers {
 					if got[i] {

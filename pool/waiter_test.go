@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 )
 
-// waiterEnv is a fake with a manual clock and a waiter polling every
+// waiterEnv is a fake with a fake clock and a waiter polling every
 // millisecond of wall time.
-func waiterEnv(t *testing.T, opts ...hcloudtest.Option) (*hcloudtest.Server, *hcloud.Client, *hcloudtest.ManualClock, *Waiter) {
+func waiterEnv(t *testing.T, opts ...hcloudtest.Option) (*hcloudtest.Server, *hcloud.Client, *testingclock.FakeClock, *Waiter) {
 	t.Helper()
-	clock := hcloudtest.NewManualClock(epoch)
+	clock := testingclock.NewFakeClock(epoch)
 	fake := hcloudtest.NewServer(append([]hcloudtest.Option{hcloudtest.WithClock(clock), hcloudtest.WithRateLimit(0, 0)}, opts...)...)
 	t.Cleanup(fake.Close)
 	client := fake.Client()
@@ -46,7 +47,7 @@ func waitAsync(ctx context.Context, w *Waiter, actions ...*hcloud.Action) <-chan
 	return ch
 }
 
-func receive(t *testing.T, ch <-chan error, clock *hcloudtest.ManualClock) error {
+func receive(t *testing.T, ch <-chan error, clock *testingclock.FakeClock) error {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
@@ -58,7 +59,7 @@ func receive(t *testing.T, ch <-chan error, clock *hcloudtest.ManualClock) error
 			return nil
 		case <-time.After(time.Millisecond):
 			if clock != nil {
-				clock.Advance(100 * time.Millisecond)
+				clock.Step(100 * time.Millisecond)
 			}
 		}
 	}

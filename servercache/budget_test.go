@@ -45,7 +45,7 @@ func TestListingCostAtScale(t *testing.T) {
 			t.Fatalf("Get() at %v returned %d servers; want %d", clock.Now().Sub(epoch), snap.Len(), servers)
 		}
 		perHour[i*int(interval)/int(time.Hour)] += fake.Count(listServers) - before
-		clock.Advance(interval)
+		clock.Step(interval)
 	}
 
 	total := fake.Count(listServers)

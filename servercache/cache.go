@@ -9,6 +9,7 @@ import (
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 
 	"github.com/hcloudscale/hcloudscale/config"
 )
@@ -31,7 +32,7 @@ type Cache struct {
 	selector string
 	cluster  string
 	budget   int
-	clock    Clock
+	clock    clock.Clock
 	refresh  *refresher
 
 	snap atomic.Pointer[Snapshot] // written only under mu; read without it

@@ -29,7 +29,7 @@ func TestGetCoalescesConcurrentCallersAfterExpiry(t *testing.T) {
 	if _, err := c.Get(t.Context()); err != nil {
 		t.Fatalf("first Get() error: %v", err)
 	}
-	clock.Advance(DefaultTTL * 2) // expired whatever the jitter
+	clock.Step(DefaultTTL * 2) // expired whatever the jitter
 	fake.ResetCounts()
 	// Slow pages keep the listing in flight while all callers arrive.
 	fake.SetLatency(20 * time.Millisecond)
@@ -249,14 +249,14 @@ func TestExpiryJitterAndBudget(t *testing.T) {
 			}
 			pages := fake.Count(listServers)
 
-			clock.Advance(tt.want - time.Nanosecond)
+			clock.Step(tt.want - time.Nanosecond)
 			if _, err := c.Get(t.Context()); err != nil {
 				t.Fatalf("Get() just before expiry error: %v", err)
 			}
 			if got := fake.Count(listServers); got != pages {
 				t.Errorf("Get() just before expiry made %d listing requests; want none", got-pages)
 			}
-			clock.Advance(time.Nanosecond)
+			clock.Step(time.Nanosecond)
 			if _, err := c.Get(t.Context()); err != nil {
 				t.Fatalf("Get() at expiry error: %v", err)
 			}
@@ -532,7 +532,7 @@ func TestFailedListingBacksOff(t *testing.T) {
 		t.Errorf("Current() after a failed first listing = %v; want nil", serverIDs(c.Current()))
 	}
 
-	clock.Advance(failureBackoff - time.Nanosecond)
+	clock.Step(failureBackoff - time.Nanosecond)
 	if _, err := c.Get(t.Context()); !hcloud.IsError(err, hcloud.ErrorCodeServerError) {
 		t.Errorf("Get() during the backoff error = %v; want the last failure", err)
 	}
@@ -540,7 +540,7 @@ func TestFailedListingBacksOff(t *testing.T) {
 		t.Errorf("Get() during the backoff listed: %d requests; want 1", got)
 	}
 
-	clock.Advance(time.Nanosecond)
+	clock.Step(time.Nanosecond)
 	snap, err := c.Get(t.Context())
 	if err != nil {
 		t.Fatalf("Get() after the backoff error: %v", err)

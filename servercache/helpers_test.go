@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
@@ -21,9 +22,9 @@ const listServers = "GET /servers"
 // newFake starts a fake API whose clock is the returned manual clock,
 // which the tests also give the cache, so that a test steps through TTLs
 // without sleeping.
-func newFake(t testing.TB, opts ...hcloudtest.Option) (*hcloudtest.Server, *hcloud.Client, *hcloudtest.ManualClock) {
+func newFake(t testing.TB, opts ...hcloudtest.Option) (*hcloudtest.Server, *hcloud.Client, *testingclock.FakeClock) {
 	t.Helper()
-	clock := hcloudtest.NewManualClock(epoch)
+	clock := testingclock.NewFakeClock(epoch)
 	fake := hcloudtest.NewServer(append([]hcloudtest.Option{hcloudtest.WithClock(clock)}, opts...)...)
 	t.Cleanup(fake.Close)
 	return fake, fake.Client(), clock

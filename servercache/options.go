@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 )
 
 // Defaults of the options.
@@ -22,15 +23,6 @@ const (
 	MaxJitter = 0.5
 )
 
-// Clock tells the time. Tests inject a manual clock to step through TTLs.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
 // Option configures a [Cache] or a [TypeCatalog]. Options that make sense
 // for only one of them say so; the other ignores them.
 type Option func(*options)
@@ -43,7 +35,7 @@ type options struct {
 	listTimeout time.Duration
 	maxStale    time.Duration
 	rand        func() float64
-	clock       Clock
+	clock       clock.Clock
 	logger      *zap.Logger
 }
 
@@ -54,7 +46,7 @@ func newOptions(opts []Option) options {
 		listTimeout: DefaultListTimeout,
 		maxStale:    DefaultTypeMaxStale,
 		rand:        rand.Float64,
-		clock:       systemClock{},
+		clock:       clock.RealClock{},
 		logger:      zap.NewNop(),
 	}
 	for _, opt := range opts {
@@ -146,8 +138,10 @@ func WithMaxStale(d time.Duration) Option {
 	}
 }
 
-// WithClock replaces the system clock. A nil clock keeps it.
-func WithClock(c Clock) Option {
+// WithClock replaces the system clock, which tells when a listing
+// expires; tests step a k8s.io/utils/clock/testing.FakeClock through the
+// TTLs. A nil clock keeps it.
+func WithClock(c clock.Clock) Option {
 	return func(o *options) {
 		if c != nil {
 			o.clock = c

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
+	"k8s.io/utils/clock"
 )
 
 // ErrClosed is returned by the methods that list after Close.
@@ -42,7 +43,7 @@ type refresher struct {
 	ttl     time.Duration
 	jitter  float64
 	rand    func() float64
-	clock   Clock
+	clock   clock.Clock
 	timeout time.Duration
 	log     *zap.Logger
 

@@ -108,14 +108,14 @@ func TestTypeCatalogCoalescesAndExpires(t *testing.T) {
 		t.Error("Current() after a fetch is empty")
 	}
 
-	clock.Advance(DefaultTypeTTL - time.Second)
+	clock.Step(DefaultTypeTTL - time.Second)
 	if _, err := c.Lookup(t.Context(), "cpx21"); err != nil {
 		t.Fatalf("Lookup() error: %v", err)
 	}
 	if got := fake.Count(listServerTypes); got != 1 {
 		t.Errorf("a lookup within the TTL fetched: %d requests; want 1", got)
 	}
-	clock.Advance(time.Second)
+	clock.Step(time.Second)
 	if _, err := c.Lookup(t.Context(), "cpx21"); err != nil {
 		t.Fatalf("Lookup() error: %v", err)
 	}

@@ -28,7 +28,7 @@ func TestTypeCatalogServesStaleThroughAnOutage(t *testing.T) {
 	}
 
 	fake.SetOutage(hcloudtest.RequestFault{Code: "server_error"}, hcloudtest.RequestFault{Code: "timeout"})
-	clock.Advance(DefaultTypeTTL)
+	clock.Step(DefaultTypeTTL)
 	outageStart := clock.Now()
 	const step = 10 * time.Second
 	for clock.Now().Sub(outageStart) < 11*time.Minute {
@@ -43,7 +43,7 @@ func TestTypeCatalogServesStaleThroughAnOutage(t *testing.T) {
 		if got := c.StaleSince(); !got.Equal(outageStart) {
 			t.Fatalf("StaleSince() during the outage = %v; want %v, the first failed fetch", got, outageStart)
 		}
-		clock.Advance(step)
+		clock.Step(step)
 	}
 	// 11 minutes of backoff, 5 s then capped at 10 s, with a reader
 	// every 10 s: a fetch at about every read, at least 60 attempts.
@@ -61,7 +61,7 @@ func TestTypeCatalogServesStaleThroughAnOutage(t *testing.T) {
 		if _, err := c.Lookup(t.Context(), "cpx21"); err != nil {
 			t.Fatalf("Lookup() after recovery error: %v", err)
 		}
-		clock.Advance(step)
+		clock.Step(step)
 	}
 	if got := fake.Count(listServerTypes) - before; got != 1 {
 		t.Errorf("recovery took %d fetches; want 1", got)
@@ -83,11 +83,11 @@ func TestTypeCatalogStalenessIsBounded(t *testing.T) {
 	}
 	fake.SetOutage(hcloudtest.RequestFault{Code: "server_error"})
 
-	clock.Advance(maxStale)
+	clock.Step(maxStale)
 	if st, err := c.Lookup(t.Context(), "cpx21"); err != nil || st == nil {
 		t.Errorf("Lookup() of a catalogue %v old = %v, %v; want the stale type", maxStale, st, err)
 	}
-	clock.Advance(maxFailureBackoff + time.Second)
+	clock.Step(maxFailureBackoff + time.Second)
 	st, err := c.Lookup(t.Context(), "cpx21")
 	if !hcloud.IsError(err, hcloud.ErrorCodeServerError) || st != nil {
 		t.Errorf("Lookup() of a catalogue older than %v = %v, %v; want the fetch's server_error", maxStale, st, err)

@@ -6,9 +6,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
-// manualClock is a Clock whose time moves only when a test says so.
+// manualClock is a clock.Clock whose time moves only when a test says so.
+// Unlike k8s.io/utils/clock/testing.FakeClock it counts every call, so that
+// simulate can tell when the goroutines on it have gone quiet.
 type manualClock struct {
 	events atomic.Int64 // calls of any method: a changing count means someone is busy
 
@@ -34,7 +38,7 @@ func (c *manualClock) Now() time.Time {
 	return c.now
 }
 
-func (c *manualClock) NewTimer(d time.Duration) Timer {
+func (c *manualClock) NewTimer(d time.Duration) clock.Timer {
 	c.events.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -47,7 +51,21 @@ func (c *manualClock) NewTimer(d time.Duration) Timer {
 	return t
 }
 
+func (c *manualClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+func (c *manualClock) After(d time.Duration) <-chan time.Time { return c.NewTimer(d).C() }
+
+func (c *manualClock) Sleep(d time.Duration) { <-c.After(d) }
+
+// Tick is not used by the pacer.
+func (c *manualClock) Tick(time.Duration) <-chan time.Time {
+	panic("manualClock: Tick is not implemented")
+}
+
 func (t *manualTimer) C() <-chan time.Time { return t.c }
+
+// Reset is not used by the pacer.
+func (t *manualTimer) Reset(time.Duration) bool { panic("manualTimer: Reset is not implemented") }
 
 func (t *manualTimer) Stop() bool {
 	t.clock.events.Add(1)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 )
 
 // Defaults of a [Pacer].
@@ -34,8 +35,10 @@ func WithReserve(n int) Option {
 	return func(p *Pacer) { p.reserve = max(n, 0) }
 }
 
-// WithClock replaces the system clock, for tests.
-func WithClock(c Clock) Option {
+// WithClock replaces the system clock, which tells the time and times
+// the waits for budget; a k8s.io/utils/clock/testing.FakeClock makes waits
+// of minutes take no real time.
+func WithClock(c clock.Clock) Option {
 	return func(p *Pacer) {
 		if c != nil {
 			p.clock = c

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 )
 
 // class is a queue of waiting requests. Lower classes go first.
@@ -35,7 +36,7 @@ func classOf(p Priority) class {
 // A Pacer is safe for concurrent use and starts no goroutines.
 type Pacer struct {
 	next       http.RoundTripper
-	clock      Clock
+	clock      clock.Clock
 	log        *zap.Logger
 	reserve    int // -1: percentage of the limit
 	maxWait    time.Duration
@@ -66,7 +67,7 @@ func New(next http.RoundTripper, opts ...Option) *Pacer {
 	}
 	p := &Pacer{
 		next:       next,
-		clock:      systemClock{},
+		clock:      clock.RealClock{},
 		log:        zap.NewNop(),
 		reserve:    -1,
 		maxWait:    DefaultMaxWait,
@@ -218,7 +219,7 @@ func (p *Pacer) acquire(ctx context.Context, c class, deadline time.Time) (time.
 		if !deadline.IsZero() && (wake.IsZero() || deadline.Before(wake)) {
 			wake = deadline
 		}
-		var timer Timer
+		var timer clock.Timer
 		var fired <-chan time.Time
 		if !wake.IsZero() {
 			timer = p.clock.NewTimer(wake.Sub(now))

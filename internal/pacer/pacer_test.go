@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+	"k8s.io/utils/clock"
 )
 
 func TestMain(m *testing.M) {
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) {
 
 // newTestPacer serves h on loopback and returns a client that sends through
 // a Pacer on clk, and the Pacer.
-func newTestPacer(t *testing.T, h http.Handler, clk Clock, opts ...Option) (*http.Client, *Pacer, string) {
+func newTestPacer(t *testing.T, h http.Handler, clk clock.Clock, opts ...Option) (*http.Client, *Pacer, string) {
 	t.Helper()
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)

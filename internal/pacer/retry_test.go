@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/clock"
 )
 
 // Test429IsWaitedOut empties the bucket behind the pacer's back: the API
@@ -57,7 +58,7 @@ func Test429IsWaitedOut(t *testing.T) {
 
 // always429 answers every request with an empty bucket.
 type always429 struct {
-	clock Clock
+	clock clock.Clock
 	mu    sync.Mutex // guards n
 	n     int
 }
