@@ -400,8 +400,9 @@
 //
 // Metrics are in internal/metrics (hcloudscale_pool_*, hcloudscale_server_*,
 // hcloudscale_unavailable_offerings; the waiter's hcloudscale_action_* with
-// [WithWaiterMetrics]), registered through [WithRegisterer]
-// or shared with [WithMetrics]; gauges are updated on every change. The
+// [WithWaiterMetrics]), registered through [WithRegisterer] and, for a
+// shared registry, [NewOfferings]: register-or-reuse, so pools on one
+// registerer share their collectors. Gauges are updated on every change. The
 // pool logs with zap as "pool" with a pool field; user data, root
 // passwords and tokens are never logged.
 package pool

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
 )
 
@@ -69,13 +71,21 @@ type Offerings struct {
 }
 
 // NewOfferings returns an empty registry that reads time from clock (the
-// wall clock when nil) and reports to m (nowhere when nil).
-func NewOfferings(clock Clock, m *metrics.Set) *Offerings {
+// wall clock when nil) and registers its gauge of unavailable offerings
+// with reg (register-or-reuse, as [WithRegisterer]; nowhere when nil). The
+// error is a registration conflict on reg.
+func NewOfferings(clock Clock, reg prometheus.Registerer) (*Offerings, error) {
+	m, err := metrics.New(reg)
+	if err != nil {
+		return nil, fmt.Errorf("offerings: %w", err)
+	}
+	return newOfferings(clock, m), nil
+}
+
+// newOfferings is NewOfferings reporting to m, a pool's own metrics.
+func newOfferings(clock Clock, m *metrics.Set) *Offerings {
 	if clock == nil {
 		clock = systemClock{}
-	}
-	if m == nil {
-		m, _ = metrics.New(nil) // cannot fail without a registerer
 	}
 	return &Offerings{clock: clock, metrics: m, entries: make(map[offeringKey]*UnavailableError)}
 }

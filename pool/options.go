@@ -5,8 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-
-	"github.com/hcloudscale/hcloudscale/internal/metrics"
 )
 
 // Defaults of the options.
@@ -61,7 +59,6 @@ type options struct {
 	createAttempts    int
 	cleanupAttempts   int
 	retryBackoff      time.Duration
-	metrics           *metrics.Set
 	registerer        prometheus.Registerer
 	offerings         *Offerings
 	clusterName       string
@@ -120,14 +117,8 @@ func WithRetry(attempts int, backoff time.Duration) Option {
 	}
 }
 
-// WithMetrics reports to m. Without it, or WithRegisterer, the pool
-// reports nowhere.
-func WithMetrics(m *metrics.Set) Option {
-	return func(o *options) { o.metrics = m }
-}
-
 // WithRegisterer registers the pool's metrics with reg (register-or-reuse,
-// so pools can share one registerer). WithMetrics takes precedence.
+// so pools can share one registerer). Without it the pool reports nowhere.
 func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(o *options) { o.registerer = reg }
 }

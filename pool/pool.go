@@ -183,12 +183,9 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	if err != nil {
 		bad("pool %q: %w", cfg.Name, err)
 	}
-	m := o.metrics
-	if m == nil {
-		var err error
-		if m, err = metrics.New(o.registerer); err != nil {
-			bad("pool %q: %w", cfg.Name, err)
-		}
+	m, err := metrics.New(o.registerer)
+	if err != nil {
+		bad("pool %q: %w", cfg.Name, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -196,7 +193,7 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 
 	offerings := o.offerings
 	if offerings == nil {
-		offerings = NewOfferings(o.clock, m)
+		offerings = newOfferings(o.clock, m)
 	}
 	own := map[string]string{config.LabelNodeGroup: cfg.Name}
 	if v, ok := cfg.ServerLabels[config.LabelCluster]; ok {
