@@ -122,7 +122,7 @@
 //
 // After a capacity error the pool remembers the offering (server type in
 // location, or the placement group) as unavailable for
-// [WithUnavailableTTL] ([DefaultUnavailableTTL], 5 minutes): IncreaseSize then fails at once with
+// [DefaultUnavailableTTL] (5 minutes): IncreaseSize then fails at once with
 // an error matching [ErrOfferingUnavailable], records no claim and makes
 // no API call. The autoscaler backs a group off as soon as IncreaseSize
 // returns an error, so this is the fastest fail-over to another pool.

@@ -95,12 +95,6 @@ func WithDeleteConcurrency(n int) Option {
 	return func(o *options) { o.deleteConcurrency = n }
 }
 
-// WithUnavailableTTL sets how long a capacity error makes IncreaseSize
-// fail at once (DefaultUnavailableTTL). Zero disables the memory.
-func WithUnavailableTTL(d time.Duration) Option {
-	return func(o *options) { o.unavailableTTL = d }
-}
-
 // WithCreationTimeout bounds each server's create flow, from the claim to
 // a running server (default: the pool's config, else 5 minutes).
 func WithCreationTimeout(d time.Duration) Option {
