@@ -36,7 +36,7 @@
 // every retry, so a retried create can never make a second server. The
 // claims' create flows run in the background; the pool bounds their
 // create-side requests (create, attach, power on) to
-// [WithCreateConcurrency] ([DefaultCreateConcurrency]) at a time, and their action waits are shared by
+// [WithCreateConcurrency] (default 10) at a time, and their action waits are shared by
 // the [Waiter].
 //
 // # The create flow

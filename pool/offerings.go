@@ -141,9 +141,9 @@ func (o *Offerings) takeRefetchTypes() bool {
 	return t
 }
 
-// List returns the offerings currently remembered as unavailable, ordered
+// list returns the offerings currently remembered as unavailable, ordered
 // by server type, location and placement group.
-func (o *Offerings) List() []UnavailableError {
+func (o *Offerings) list() []UnavailableError {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.expireLocked(o.clock.Now())

@@ -9,8 +9,8 @@ import (
 
 // Defaults of the options.
 const (
-	DefaultCreateConcurrency = 10
-	DefaultDeleteConcurrency = 10
+	defaultCreateConcurrency = 10
+	defaultDeleteConcurrency = 10
 	// DefaultCreateAttempts bounds how often one claim sends its create
 	// request after transient failures (on top of hcloud-go's own
 	// retries).
@@ -83,14 +83,14 @@ func WithClock(c Clock) Option {
 }
 
 // WithCreateConcurrency bounds the create-side requests (create, attach,
-// power on) of the pool in flight at once (DefaultCreateConcurrency).
+// power on) of the pool in flight at once (default 10).
 // Waiting for actions is not bounded by it: the shared [Waiter] does that.
 func WithCreateConcurrency(n int) Option {
 	return func(o *options) { o.createConcurrency = n }
 }
 
 // WithDeleteConcurrency bounds the pool's delete requests in flight at
-// once (DefaultDeleteConcurrency).
+// once (default 10).
 func WithDeleteConcurrency(n int) Option {
 	return func(o *options) { o.deleteConcurrency = n }
 }

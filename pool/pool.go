@@ -105,8 +105,8 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	o := options{
 		logger:            zap.NewNop(),
 		clock:             systemClock{},
-		createConcurrency: DefaultCreateConcurrency,
-		deleteConcurrency: DefaultDeleteConcurrency,
+		createConcurrency: defaultCreateConcurrency,
+		deleteConcurrency: defaultDeleteConcurrency,
 		unavailableTTL:    DefaultUnavailableTTL,
 		createAttempts:    DefaultCreateAttempts,
 		cleanupAttempts:   DefaultCleanupAttempts,
