@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/hcloudscale/hcloudscale/config"
@@ -75,11 +76,6 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 			opt(&o)
 		}
 	}
-	m, err := metrics.New(o.registerer)
-	if err != nil {
-		return nil, err
-	}
-
 	c := &Cluster{
 		cfg:        cfg,
 		log:        o.logger,
@@ -88,12 +84,9 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		lenient:    o.lenient,
 		noResume:   o.noResume,
 		resumeWhen: o.resumeWhen,
+		unregister: func() {},
 	}
 	c.client, c.pacer = newClient(cfg, &o)
-	if c.unregister, err = registerRateLimit(o.registerer, c.pacer); err != nil {
-		return nil, err
-	}
-
 	c.servers = servercache.New(&c.client.Server,
 		servercache.WithClusterName(cfg.ClusterName),
 		servercache.WithTTL(o.listTTL),
@@ -109,86 +102,115 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		imageresolve.WithLogger(o.logger),
 	)
 	c.presence = newPresenceCache(&c.client.Server, o.clock)
-	unregisterStale, err := registerStale(o.registerer, &staleSources{
-		servers: c.servers.StaleSince, serverTypes: c.types.StaleSince, images: c.images.StaleSince,
-	})
-	if err != nil {
-		c.closeCaches()
-		c.unregister()
+	if err := c.start(ctx, &o); err != nil {
+		// Close releases whatever start got to: pools, waiter, caches and
+		// metrics registrations.
+		_ = c.Close(context.Background())
 		return nil, err
-	}
-	unregisterRate := c.unregister
-	c.unregister = func() { unregisterRate(); unregisterStale() }
-
-	refs, soldOut, err := c.check(ctx)
-	if err != nil {
-		c.closeCaches()
-		c.unregister()
-		return nil, err
-	}
-
-	c.waiter = pool.NewWaiter(&c.client.Action,
-		pool.WithPollInterval(o.pollInterval),
-		pool.WithWaiterLogger(o.logger),
-		pool.WithWaiterMetrics(m),
-		pool.WithWaiterClock(o.clock),
-	)
-	offerings := pool.NewOfferings(o.clock, m)
-	for _, p := range soldOut {
-		offerings.MarkUnavailable(pool.UnavailableError{
-			ServerType: p.ServerType, Location: p.Location, Code: pool.CodeServerTypeUnavailable,
-			Message: fmt.Sprintf("server type %s is not available in location %s", p.ServerType, p.Location),
-		}, pool.DefaultUnavailableTTL)
-	}
-	for i := range cfg.Pools {
-		pc := cfg.Pools[i]
-		deps := pool.Deps{
-			Servers: &c.client.Server,
-			Waiter:  c.waiter,
-			Cache:   c.servers,
-			Types:   c.types,
-			Images:  c.images,
-			Network: refs.network,
-			SSHKeys: refs.sshKeys,
-		}
-		if pc.Network == "" {
-			deps.Network = nil
-		}
-		// A firewall written once by ID and once by name is sent once:
-		// references are compared by what they resolve to.
-		for _, fw := range pc.Firewalls {
-			if f := refs.firewalls[fw]; !slices.ContainsFunc(deps.Firewalls, func(g *hcloud.Firewall) bool { return g.ID == f.ID }) {
-				deps.Firewalls = append(deps.Firewalls, f)
-			}
-		}
-		if pc.PlacementGroup != "" {
-			deps.PlacementGroup = refs.placementGroups[pc.PlacementGroup]
-		}
-		p, err := pool.New(pc, deps,
-			pool.WithLogger(o.logger),
-			pool.WithClock(o.clock),
-			pool.WithMetrics(m),
-			pool.WithOfferings(offerings),
-			pool.WithClusterName(cfg.ClusterName),
-			pool.WithCreateConcurrency(o.createConcurrency),
-			pool.WithDeleteConcurrency(o.deleteConcurrency),
-			pool.WithCreationTimeout(cfg.CreationTimeout),
-		)
-		if err != nil {
-			c.closePools(context.Background())
-			c.waiter.Close()
-			c.closeCaches()
-			c.unregister()
-			return nil, err
-		}
-		c.pools = append(c.pools, p)
-		c.byName[pc.Name] = p
 	}
 	for _, w := range c.warnings {
 		c.log.Warn(w)
 	}
 	c.resume()
 	return c, nil
+}
+
+// start registers the Cluster's metrics, checks the configuration against
+// the API and builds the waiter and the pools. On error the caller closes
+// the Cluster.
+func (c *Cluster) start(ctx context.Context, o *options) error {
+	// The collectors of the waiter, the pools and the offerings, registered
+	// here so that a conflict on the registerer fails New; they register
+	// again through the same registerer and reuse these.
+	if _, err := metrics.New(o.registerer); err != nil {
+		return err
+	}
+	if err := c.registerMetrics(o.registerer); err != nil {
+		return err
+	}
+	refs, soldOut, err := c.check(ctx)
+	if err != nil {
+		return err
+	}
+	c.waiter = pool.NewWaiter(&c.client.Action,
+		pool.WithPollInterval(o.pollInterval),
+		pool.WithWaiterLogger(o.logger),
+		pool.WithWaiterRegisterer(o.registerer),
+		pool.WithWaiterClock(o.clock),
+	)
+	offerings, err := pool.NewOfferings(o.clock, o.registerer)
+	if err != nil {
+		return err
+	}
+	for _, p := range soldOut {
+		offerings.MarkUnavailable(pool.UnavailableError{
+			ServerType: p.ServerType, Location: p.Location, Code: pool.CodeServerTypeUnavailable,
+			Message: fmt.Sprintf("server type %s is not available in location %s", p.ServerType, p.Location),
+		}, pool.DefaultUnavailableTTL)
+	}
+	for _, pc := range c.cfg.Pools {
+		p, err := pool.New(pc, c.poolDeps(&pc, refs),
+			pool.WithLogger(o.logger),
+			pool.WithClock(o.clock),
+			pool.WithRegisterer(o.registerer),
+			pool.WithOfferings(offerings),
+			pool.WithClusterName(c.cfg.ClusterName),
+			pool.WithCreateConcurrency(o.createConcurrency),
+			pool.WithDeleteConcurrency(o.deleteConcurrency),
+			pool.WithCreationTimeout(c.cfg.CreationTimeout),
+		)
+		if err != nil {
+			return err
+		}
+		c.pools = append(c.pools, p)
+		c.byName[pc.Name] = p
+	}
+	return nil
+}
+
+// registerMetrics registers the rate-limit budget and the staleness of the
+// caches with reg; c.unregister undoes both.
+func (c *Cluster) registerMetrics(reg prometheus.Registerer) error {
+	unregisterRate, err := registerRateLimit(reg, c.pacer)
+	if err != nil {
+		return err
+	}
+	c.unregister = unregisterRate
+	unregisterStale, err := registerStale(reg, &staleSources{
+		servers: c.servers.StaleSince, serverTypes: c.types.StaleSince, images: c.images.StaleSince,
+	})
+	if err != nil {
+		return err
+	}
+	c.unregister = func() { unregisterRate(); unregisterStale() }
+	return nil
+}
+
+// poolDeps returns what pool pc works with: the Cluster's shared clients
+// and caches, and the references of pc resolved in refs.
+func (c *Cluster) poolDeps(pc *config.Pool, refs *references) pool.Deps {
+	deps := pool.Deps{
+		Servers: &c.client.Server,
+		Waiter:  c.waiter,
+		Cache:   c.servers,
+		Types:   c.types,
+		Images:  c.images,
+		SSHKeys: refs.sshKeys,
+	}
+	if pc.Network != "" {
+		deps.Network = refs.network
+	}
+	// A firewall written once by ID and once by name is sent once:
+	// references are compared by what they resolve to.
+	for _, fw := range pc.Firewalls {
+		if f := refs.firewalls[fw]; !slices.ContainsFunc(deps.Firewalls, func(g *hcloud.Firewall) bool { return g.ID == f.ID }) {
+			deps.Firewalls = append(deps.Firewalls, f)
+		}
+	}
+	if pc.PlacementGroup != "" {
+		deps.PlacementGroup = refs.placementGroups[pc.PlacementGroup]
+	}
+	return deps
 }
 
 // newClient builds the hcloud-go client. Requests pass, outermost first,
@@ -211,10 +233,11 @@ func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 		}
 	}
 	rt := newTimeoutTransport(newDebugTransport(base, o.logger), o.requestTimeout)
-	p := pacer.New(rt, pacer.WithReserve(o.rateLimitReserve), pacer.WithLogger(o.logger), pacer.WithClock(o.clock))
-	if o.rateLimitReserve < 0 {
-		p = pacer.New(rt, pacer.WithLogger(o.logger), pacer.WithClock(o.clock))
+	popts := []pacer.Option{pacer.WithLogger(o.logger), pacer.WithClock(o.clock)}
+	if o.rateLimitReserve >= 0 {
+		popts = append(popts, pacer.WithReserve(o.rateLimitReserve))
 	}
+	p := pacer.New(rt, popts...)
 	httpClient := &http.Client{Transport: p}
 
 	endpoint := cfg.Endpoint

@@ -174,8 +174,8 @@ var capacityCodes = []string{
 	string(hcloud.ErrorCodeResourceUnavailable),
 	string(hcloud.ErrorCodeResourceLimitExceeded),
 	string(hcloud.ErrorCodePlacementError),
-	string(pool.ErrorCodePlacementGroupMemberLimitReached),
-	string(pool.ErrorCodeUnavailable),
+	string(hcloudtest.ErrorCodePlacementGroupMemberLimitReached),
+	string(hcloudtest.ErrorCodeUnavailable),
 	pool.CodeServerTypeUnavailable,
 }
 

@@ -64,33 +64,10 @@ func resolveReferences(ctx context.Context, api referenceAPI, cfg *config.Config
 		placementGroups: map[string]*hcloud.PlacementGroup{},
 	}
 	var errs []error
-
 	if cfg.Network != "" {
-		n, _, err := api.networks.Get(ctx, cfg.Network)
-		switch {
-		case err != nil:
-			errs = append(errs, fieldErr("HCLOUD_NETWORK", "looking up network %q: %w", cfg.Network, err))
-		case n == nil:
-			errs = append(errs, fieldErr("HCLOUD_NETWORK", "network %q does not exist", cfg.Network))
-		default:
-			refs.network = n
-		}
+		errs = append(errs, refs.lookupNetwork(ctx, api, cfg.Network)...)
 	}
-
-	for i, key := range cfg.SSHKeys {
-		k, _, err := api.sshKeys.Get(ctx, key)
-		switch {
-		case err != nil:
-			errs = append(errs, fieldErr(fmt.Sprintf("HCLOUD_SSH_KEY[%d]", i), "looking up SSH key %q: %w", key, err))
-		case k == nil:
-			errs = append(errs, fieldErr(fmt.Sprintf("HCLOUD_SSH_KEY[%d]", i), "SSH key %q does not exist", key))
-		case slices.ContainsFunc(refs.sshKeys, func(o *hcloud.SSHKey) bool { return o.ID == k.ID }):
-			// The same key by ID and by name: sent once.
-		default:
-			refs.sshKeys = append(refs.sshKeys, k)
-		}
-	}
-
+	errs = append(errs, refs.lookupSSHKeys(ctx, api, cfg.SSHKeys)...)
 	// The global firewalls come first so that a missing global firewall is
 	// reported under its own name, not under the first pool that inherits it.
 	for i, fw := range cfg.Firewalls {
@@ -102,36 +79,8 @@ func resolveReferences(ctx context.Context, api referenceAPI, cfg *config.Config
 	for _, fw := range cfg.Firewalls {
 		global[fw] = true
 	}
-
-	for _, p := range cfg.Pools {
-		for i, fw := range p.Firewalls {
-			if global[fw] {
-				continue
-			}
-			if _, done := refs.firewalls[fw]; done {
-				continue
-			}
-			if err := refs.lookupFirewall(ctx, api, fw); err != nil {
-				errs = append(errs, fieldErr(fmt.Sprintf("nodeConfigs.%s.firewalls[%d]", p.Name, i), "%w", err))
-			}
-		}
-		if p.PlacementGroup == "" {
-			continue
-		}
-		if _, done := refs.placementGroups[p.PlacementGroup]; done {
-			continue
-		}
-		pg, _, err := api.placementGroups.Get(ctx, p.PlacementGroup)
-		switch {
-		case err != nil:
-			errs = append(errs, fieldErr(fmt.Sprintf("nodeConfigs.%s.placementGroup", p.Name), "looking up placement group %q: %w", p.PlacementGroup, err))
-		case pg == nil:
-			errs = append(errs, fieldErr(fmt.Sprintf("nodeConfigs.%s.placementGroup", p.Name), "placement group %q does not exist", p.PlacementGroup))
-		case pg.Type != hcloud.PlacementGroupTypeSpread:
-			errs = append(errs, fieldErr(fmt.Sprintf("nodeConfigs.%s.placementGroup", p.Name), "placement group %q has type %q, want %q", p.PlacementGroup, pg.Type, hcloud.PlacementGroupTypeSpread))
-		default:
-			refs.placementGroups[p.PlacementGroup] = pg
-		}
+	for i := range cfg.Pools {
+		errs = append(errs, refs.lookupPool(ctx, api, &cfg.Pools[i], global)...)
 	}
 
 	errs = append(errs, checkSubnets(cfg, refs.network)...)
@@ -139,6 +88,73 @@ func resolveReferences(ctx context.Context, api referenceAPI, cfg *config.Config
 		return nil, errors.Join(errs...)
 	}
 	return refs, nil
+}
+
+func (r *references) lookupNetwork(ctx context.Context, api referenceAPI, idOrName string) []error {
+	n, _, err := api.networks.Get(ctx, idOrName)
+	switch {
+	case err != nil:
+		return []error{fieldErr("HCLOUD_NETWORK", "looking up network %q: %w", idOrName, err)}
+	case n == nil:
+		return []error{fieldErr("HCLOUD_NETWORK", "network %q does not exist", idOrName)}
+	}
+	r.network = n
+	return nil
+}
+
+func (r *references) lookupSSHKeys(ctx context.Context, api referenceAPI, keys []string) []error {
+	var errs []error
+	for i, key := range keys {
+		k, _, err := api.sshKeys.Get(ctx, key)
+		switch {
+		case err != nil:
+			errs = append(errs, fieldErr(fmt.Sprintf("HCLOUD_SSH_KEY[%d]", i), "looking up SSH key %q: %w", key, err))
+		case k == nil:
+			errs = append(errs, fieldErr(fmt.Sprintf("HCLOUD_SSH_KEY[%d]", i), "SSH key %q does not exist", key))
+		case slices.ContainsFunc(r.sshKeys, func(o *hcloud.SSHKey) bool { return o.ID == k.ID }):
+			// The same key by ID and by name: sent once.
+		default:
+			r.sshKeys = append(r.sshKeys, k)
+		}
+	}
+	return errs
+}
+
+// lookupPool looks up the firewalls of p that are not global nor looked
+// up for an earlier pool, then its placement group unless an earlier pool
+// has it.
+func (r *references) lookupPool(ctx context.Context, api referenceAPI, p *config.Pool, global map[string]bool) []error {
+	var errs []error
+	for i, fw := range p.Firewalls {
+		if global[fw] {
+			continue
+		}
+		if _, done := r.firewalls[fw]; done {
+			continue
+		}
+		if err := r.lookupFirewall(ctx, api, fw); err != nil {
+			errs = append(errs, fieldErr(fmt.Sprintf("nodeConfigs.%s.firewalls[%d]", p.Name, i), "%w", err))
+		}
+	}
+	if p.PlacementGroup == "" {
+		return errs
+	}
+	if _, done := r.placementGroups[p.PlacementGroup]; done {
+		return errs
+	}
+	path := fmt.Sprintf("nodeConfigs.%s.placementGroup", p.Name)
+	pg, _, err := api.placementGroups.Get(ctx, p.PlacementGroup)
+	switch {
+	case err != nil:
+		errs = append(errs, fieldErr(path, "looking up placement group %q: %w", p.PlacementGroup, err))
+	case pg == nil:
+		errs = append(errs, fieldErr(path, "placement group %q does not exist", p.PlacementGroup))
+	case pg.Type != hcloud.PlacementGroupTypeSpread:
+		errs = append(errs, fieldErr(path, "placement group %q has type %q, want %q", p.PlacementGroup, pg.Type, hcloud.PlacementGroupTypeSpread))
+	default:
+		r.placementGroups[p.PlacementGroup] = pg
+	}
+	return errs
 }
 
 func (r *references) lookupFirewall(ctx context.Context, api referenceAPI, idOrName string) error {

@@ -312,37 +312,68 @@ func (r *Resolver) Close() {
 func (r *Resolver) fetch(callerCtx context.Context, key cacheKey, hArch hcloud.Architecture, gen uint64) (*Image, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(callerCtx), r.lookupTimeout)
 	defer cancel()
+	untrack, err := r.track(cancel)
+	if err != nil {
+		return nil, err
+	}
+	defer untrack()
 
+	start := r.clock.Now()
+	img, err := r.lookup(ctx, key.spec, key.arch, hArch)
+	now := r.clock.Now()
+	res := r.store(key, gen, lookupResult{img: img, err: err, start: start, now: now})
+	res.log(r.log.With(zap.String("spec", string(key.spec)), zap.String("arch", string(key.arch))))
+	if res.err != nil {
+		return nil, res.err
+	}
+	return res.img, nil
+}
+
+// track registers the cancel of a lookup, for Close to call; untrack
+// forgets it when the lookup is done. It fails with ErrClosed after Close.
+func (r *Resolver) track(cancel context.CancelFunc) (untrack func(), err error) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.closed {
-		r.mu.Unlock()
 		return nil, ErrClosed
 	}
 	id := r.nextID
 	r.nextID++
 	r.cancels[id] = cancel
 	r.wg.Add(1)
-	r.mu.Unlock()
-	defer func() {
+	return func() {
 		r.mu.Lock()
 		delete(r.cancels, id)
 		r.mu.Unlock()
 		r.wg.Done()
-	}()
+	}, nil
+}
 
-	log := r.log.With(zap.String("spec", string(key.spec)), zap.String("arch", string(key.arch)))
-	start := r.clock.Now()
-	img, err := r.lookup(ctx, key.spec, key.arch, hArch)
-	now := r.clock.Now()
+// lookupResult is a lookup's outcome as fetch returns and logs it.
+type lookupResult struct {
+	img        *Image
+	err        error
+	start, now time.Time // when the lookup started and ended
+	// staleErr is the failure of a lookup answered with the image
+	// resolved before (at staleResolved).
+	staleErr       error
+	staleResolved  time.Time
+	warnDeprecated bool // the image is deprecated and not warned about yet
+}
 
-	var staleErr error
-	var staleResolved time.Time
+// store caches the outcome of a lookup begun at generation gen, unless
+// Invalidate came since, and returns what the caller gets: a failure that
+// is not definitive is answered with the image resolved before while that
+// is at most maxStale old.
+func (r *Resolver) store(key cacheKey, gen uint64, res lookupResult) lookupResult {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := res.now
 	if r.gen == gen {
 		old, hadOld := r.cache[key]
-		switch {
+		switch err := res.err; {
 		case err == nil && r.ttl > 0:
-			r.cache[key] = entry{img: img, expires: now.Add(r.ttl), resolved: now}
+			r.cache[key] = entry{img: res.img, expires: now.Add(r.ttl), resolved: now}
 		case err == nil:
 			delete(r.cache, key)
 		case definitive(err) && r.negativeTTL > 0:
@@ -354,42 +385,45 @@ func (r *Resolver) fetch(callerCtx context.Context, key cacheKey, hArch hcloud.A
 			// next try, unless the lookup was only cut short by Close.
 			if !r.closed {
 				if old.staleSince.IsZero() {
-					old.staleSince = start
+					old.staleSince = res.start
 				}
 				old.expires = now.Add(min(staleRetry, r.ttl))
 				r.cache[key] = old
-				staleErr, staleResolved = err, old.resolved
-				img, err = old.img, nil
+				res.staleErr, res.staleResolved = err, old.resolved
+				res.img, res.err = old.img, nil
 			}
 		case hadOld:
 			delete(r.cache, key)
 		}
 	}
-	warn := false
-	if err == nil && img.Deprecated {
-		if _, done := r.warned[img.ID]; !done {
-			r.warned[img.ID] = struct{}{}
-			warn = true
+	if res.err == nil && res.img.Deprecated {
+		if _, done := r.warned[res.img.ID]; !done {
+			r.warned[res.img.ID] = struct{}{}
+			res.warnDeprecated = true
 		}
 	}
-	r.mu.Unlock()
+	return res
+}
 
-	if err != nil {
-		log.Debug("image lookup failed", zap.Error(err), zap.Duration("took", now.Sub(start)))
-		return nil, err
-	}
-	if staleErr != nil {
+// log logs the outcome: a failure at debug level, a stale answer and a
+// deprecated image's first use as warnings.
+func (res *lookupResult) log(log *zap.Logger) {
+	took := zap.Duration("took", res.now.Sub(res.start))
+	switch {
+	case res.err != nil:
+		log.Debug("image lookup failed", zap.Error(res.err), took)
+		return
+	case res.staleErr != nil:
 		log.Warn("image lookup failed; using the image resolved before until a lookup succeeds",
-			zap.Int64("image_id", img.ID), zap.Time("resolved", staleResolved), zap.Error(staleErr))
-		return img, nil
+			zap.Int64("image_id", res.img.ID), zap.Time("resolved", res.staleResolved), zap.Error(res.staleErr))
+		return
 	}
-	log.Debug("image resolved", zap.Int64("image_id", img.ID), zap.Duration("took", now.Sub(start)))
-	if warn {
-		fields := []zap.Field{zap.Int64("image_id", img.ID), zap.String("image_name", img.Name)}
-		if !img.UnavailableAfter.IsZero() {
-			fields = append(fields, zap.Time("unavailable_after", img.UnavailableAfter))
+	log.Debug("image resolved", zap.Int64("image_id", res.img.ID), took)
+	if res.warnDeprecated {
+		fields := []zap.Field{zap.Int64("image_id", res.img.ID), zap.String("image_name", res.img.Name)}
+		if !res.img.UnavailableAfter.IsZero() {
+			fields = append(fields, zap.Time("unavailable_after", res.img.UnavailableAfter))
 		}
 		log.Warn("image is deprecated; servers still get it until Hetzner removes it", fields...)
 	}
-	return img, nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 )
 
 // AtomicIncreaseSize adds n servers, all or none. Unlike IncreaseSize it
@@ -22,31 +22,60 @@ func (p *Pool) AtomicIncreaseSize(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	var waitErr error
-wait:
+	waitErr := waitAtomic(ctx, claims, group)
+	if waitErr != nil {
+		waitErr = fmt.Errorf("pool %q: atomic scale-up of %d: %w", p.cfg.Name, n, waitErr)
+	}
+	if waitErr == nil && allDone(claims) && !closedChan(group.failed) {
+		return nil
+	}
+
+	p.stopClaims(claims)
+	var failures []error
+	if waitErr != nil {
+		failures = append(failures, waitErr)
+	}
+	for _, c := range claims {
+		var ce *ClaimError
+		if errors.As(c.result, &ce) {
+			failures = append(failures, ce)
+		}
+	}
+	servers := p.takeCreated(claims)
+	deleteErrs := p.rollBack(context.WithoutCancel(ctx), servers)
+	p.log.Warn("atomic scale-up failed and was rolled back", zap.Int("delta", n), zap.Int("deleted", len(servers)))
+	return fmt.Errorf("pool %q: atomic scale-up of %d failed and was rolled back: %w",
+		p.cfg.Name, n, errors.Join(append(failures, deleteErrs...)...))
+}
+
+// waitAtomic waits until every claim is done, one of the group fails or
+// ctx ends; only the last is an error (ctx's).
+func waitAtomic(ctx context.Context, claims []*claim, group *atomicGroup) error {
 	for _, c := range claims {
 		select {
 		case <-c.done:
 		case <-group.failed:
-			break wait
+			return nil
 		case <-ctx.Done():
-			waitErr = fmt.Errorf("pool %q: atomic scale-up of %d: %w", p.cfg.Name, n, ctx.Err())
-			break wait
+			return ctx.Err()
 		}
 	}
-	allDone := true
-	for _, c := range claims {
-		select {
-		case <-c.done:
-		default:
-			allDone = false
-		}
-	}
-	if waitErr == nil && allDone && !closedChan(group.failed) {
-		return nil
-	}
+	return nil
+}
 
-	// Stop what still runs; the flows delete their own servers.
+// allDone reports whether every claim's flow has ended.
+func allDone(claims []*claim) bool {
+	for _, c := range claims {
+		if !closedChan(c.done) {
+			return false
+		}
+	}
+	return true
+}
+
+// stopClaims cancels the claims whose flows still run and waits for them
+// all; the flows delete their own servers.
+func (p *Pool) stopClaims(claims []*claim) {
 	p.mu.Lock()
 	for _, c := range claims {
 		if p.claims[c.name] != c {
@@ -62,18 +91,12 @@ wait:
 	for _, c := range claims {
 		<-c.done
 	}
-	var failures []error
-	if waitErr != nil {
-		failures = append(failures, waitErr)
-	}
-	for _, c := range claims {
-		var ce *ClaimError
-		if errors.As(c.result, &ce) {
-			failures = append(failures, ce)
-		}
-	}
+}
 
-	// Delete what succeeded before the failure.
+// takeCreated marks the servers of the claims that succeeded as being
+// deleted and returns them, and drops the placeholders of those that
+// failed.
+func (p *Pool) takeCreated(claims []*claim) []*hcloud.Server {
 	var servers []*hcloud.Server
 	p.mu.Lock()
 	for _, c := range claims {
@@ -87,34 +110,35 @@ wait:
 	}
 	p.mu.Unlock()
 	p.observe()
+	return servers
+}
 
-	rollbackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+// rollBack deletes servers, at once and bounded by cleanupTimeout from
+// ctx, and returns the failures per server.
+func (p *Pool) rollBack(ctx context.Context, servers []*hcloud.Server) []error {
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
 	deleteErrs := make([]error, len(servers))
-	var g errgroup.Group
+	var wg sync.WaitGroup
 	for i, s := range servers {
-		g.Go(func() error {
-			if _, err := p.deleteAndWait(rollbackCtx, s); err != nil {
+		wg.Go(func() {
+			if _, err := p.deleteAndWait(ctx, s); err != nil {
 				deleteErrs[i] = fmt.Errorf("pool %q: rolling back server %s (%d): %w", p.cfg.Name, s.Name, s.ID, err)
 				p.log.Error("rolling back atomic scale-up failed; the server keeps the pool's labels",
 					zap.String("server", s.Name), zap.Int64("server_id", s.ID), zap.Error(err))
-				return nil
+				return
 			}
 			p.deps.Cache.Remove(s.ID)
-			return nil
 		})
 	}
-	_ = g.Wait()
+	wg.Wait()
 	p.mu.Lock()
 	for _, s := range servers {
 		delete(p.deleting, s.ID)
 	}
 	p.mu.Unlock()
 	p.observe()
-
-	p.log.Warn("atomic scale-up failed and was rolled back", zap.Int("delta", n), zap.Int("deleted", len(servers)))
-	return fmt.Errorf("pool %q: atomic scale-up of %d failed and was rolled back: %w",
-		p.cfg.Name, n, errors.Join(append(failures, deleteErrs...)...))
+	return deleteErrs
 }
 
 func closedChan(ch chan struct{}) bool {

@@ -15,12 +15,12 @@ import (
 
 // Hetzner error codes that hcloud-go has no constant for.
 const (
-	// ErrorCodePlacementGroupMemberLimitReached: the spread placement
+	// errorCodePlacementGroupMemberLimitReached: the spread placement
 	// group already holds its 10 servers.
-	ErrorCodePlacementGroupMemberLimitReached hcloud.ErrorCode = "placement_group_member_limit_reached"
-	// ErrorCodeUnavailable: "a service or product is currently not
+	errorCodePlacementGroupMemberLimitReached hcloud.ErrorCode = "placement_group_member_limit_reached"
+	// errorCodeUnavailable: "a service or product is currently not
 	// available".
-	ErrorCodeUnavailable hcloud.ErrorCode = "unavailable"
+	errorCodeUnavailable hcloud.ErrorCode = "unavailable"
 )
 
 // Codes of failures that carry no Hetzner error code. They become the
@@ -96,15 +96,15 @@ var capacityCodes = map[hcloud.ErrorCode]bool{
 	hcloud.ErrorCodeResourceUnavailable:       true,
 	hcloud.ErrorCodeResourceLimitExceeded:     true,
 	hcloud.ErrorCodePlacementError:            true,
-	ErrorCodePlacementGroupMemberLimitReached: true,
-	ErrorCodeUnavailable:                      true,
+	errorCodePlacementGroupMemberLimitReached: true,
+	errorCodeUnavailable:                      true,
 }
 
 // isPlacementGroupFull recognises a full placement group by its message,
 // since the API has reported it both with its own code and as a generic
 // service_error ("placement group with ID … contains already 10 servers").
 func isPlacementGroupFull(code hcloud.ErrorCode, message string) bool {
-	if code == ErrorCodePlacementGroupMemberLimitReached {
+	if code == errorCodePlacementGroupMemberLimitReached {
 		return true
 	}
 	m := strings.ToLower(message)
@@ -141,7 +141,7 @@ func codeInfo(code hcloud.ErrorCode, message string) ErrorInfo {
 		return ErrorInfo{Class: OutOfResources, Code: string(code), Message: message}
 	}
 	if isPlacementGroupFull(code, message) {
-		return ErrorInfo{Class: OutOfResources, Code: string(ErrorCodePlacementGroupMemberLimitReached), Message: message}
+		return ErrorInfo{Class: OutOfResources, Code: string(errorCodePlacementGroupMemberLimitReached), Message: message}
 	}
 	return ErrorInfo{Class: Other, Code: string(code), Message: message}
 }

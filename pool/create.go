@@ -401,7 +401,7 @@ func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, wh
 	info := classify(what, err)
 	if info.Class == OutOfResources && p.opts.unavailableTTL > 0 {
 		u := UnavailableError{ServerType: p.cfg.ServerType, Location: p.cfg.Location, Code: info.Code, Message: info.Message}
-		if info.Code == string(ErrorCodePlacementGroupMemberLimitReached) {
+		if info.Code == string(errorCodePlacementGroupMemberLimitReached) {
 			u.PlacementGroup = p.cfg.PlacementGroup
 		}
 		marked := p.offerings.mark(u, p.opts.unavailableTTL)

@@ -547,7 +547,10 @@ func TestFailedDeleteActionCountsAgain(t *testing.T) {
 
 func TestSharedOfferingsStopOtherPools(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	shared := NewOfferings(e.clock, nil)
+	shared, err := NewOfferings(e.clock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := e.newPool(poolConfig("a", 0, 10), WithOfferings(shared))
 	b := e.newPool(poolConfig("b", 0, 10), WithOfferings(shared))
 	elsewhere := poolConfig("c", 0, 10)

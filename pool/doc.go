@@ -36,7 +36,7 @@
 // every retry, so a retried create can never make a second server. The
 // claims' create flows run in the background; the pool bounds their
 // create-side requests (create, attach, power on) to
-// [WithCreateConcurrency] ([DefaultCreateConcurrency]) at a time, and their action waits are shared by
+// [WithCreateConcurrency] (default 10) at a time, and their action waits are shared by
 // the [Waiter].
 //
 // # The create flow
@@ -124,7 +124,7 @@
 //
 // After a capacity error the pool remembers the offering (server type in
 // location, or the placement group) as unavailable for
-// [WithUnavailableTTL] ([DefaultUnavailableTTL], 5 minutes): IncreaseSize then fails at once with
+// [DefaultUnavailableTTL] (5 minutes): IncreaseSize then fails at once with
 // an error matching [ErrOfferingUnavailable], records no claim and makes
 // no API call. The autoscaler backs a group off as soon as IncreaseSize
 // returns an error, so this is the fastest fail-over to another pool.
@@ -402,8 +402,9 @@
 //
 // Metrics are in internal/metrics (hcloudscale_pool_*, hcloudscale_server_*,
 // hcloudscale_unavailable_offerings; the waiter's hcloudscale_action_* with
-// [WithWaiterMetrics]), registered through [WithRegisterer]
-// or shared with [WithMetrics]; gauges are updated on every change. The
+// [WithWaiterRegisterer]), registered through [WithRegisterer] and, for a
+// shared registry, [NewOfferings]: register-or-reuse, so pools on one
+// registerer share their collectors. Gauges are updated on every change. The
 // pool logs with zap as "pool" with a pool field; user data, root
 // passwords and tokens are never logged.
 package pool

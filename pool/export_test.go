@@ -2,6 +2,8 @@ package pool
 
 import "time"
 
+// The options only tests set.
+
 // WithRetry sets how often a create request is sent after transient
 // failures (attempts in total, DefaultCreateAttempts) and the first
 // backoff (DefaultRetryBackoff, doubling).
@@ -10,4 +12,10 @@ func WithRetry(attempts int, backoff time.Duration) Option {
 		o.createAttempts = attempts
 		o.retryBackoff = backoff
 	}
+}
+
+// WithUnavailableTTL sets how long a capacity error makes IncreaseSize
+// fail at once (DefaultUnavailableTTL). Zero disables the memory.
+func WithUnavailableTTL(d time.Duration) Option {
+	return func(o *options) { o.unavailableTTL = d }
 }

@@ -54,22 +54,22 @@ type Instance struct {
 	Status hcloud.ServerStatus
 }
 
-// ClaimScheme is the scheme of claim IDs.
-const ClaimScheme = "hcloudscale://"
+// claimScheme is the scheme of claim IDs.
+const claimScheme = "hcloudscale://"
 
 // ClaimID returns the ID of a claim for a server that does not exist (yet):
 // "hcloudscale://<pool>/<server name>". It is stable for the claim's
 // lifetime, because the autoscaler keys the age of an unregistered instance
 // by its ID.
 func ClaimID(pool, serverName string) string {
-	return ClaimScheme + pool + "/" + serverName
+	return claimScheme + pool + "/" + serverName
 }
 
 // ParseClaimID splits a claim ID into pool and server name. The
 // autoscaler's fake nodes carry the ID as name and provider ID, so a
 // Cluster uses this to route them back to their pool.
 func ParseClaimID(id string) (pool, name string, ok bool) {
-	rest, found := strings.CutPrefix(id, ClaimScheme)
+	rest, found := strings.CutPrefix(id, claimScheme)
 	if !found {
 		return "", "", false
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
@@ -71,13 +72,21 @@ type Offerings struct {
 }
 
 // NewOfferings returns an empty registry that reads time from clock (the
-// wall clock when nil) and reports to m (nowhere when nil).
-func NewOfferings(c clock.Clock, m *metrics.Set) *Offerings {
+// wall clock when nil) and registers its gauge of unavailable offerings
+// with reg (register-or-reuse, as [WithRegisterer]; nowhere when nil). The
+// error is a registration conflict on reg.
+func NewOfferings(c clock.Clock, reg prometheus.Registerer) (*Offerings, error) {
+	m, err := metrics.New(reg)
+	if err != nil {
+		return nil, fmt.Errorf("offerings: %w", err)
+	}
+	return newOfferings(c, m), nil
+}
+
+// newOfferings is NewOfferings reporting to m, a pool's own metrics.
+func newOfferings(c clock.Clock, m *metrics.Set) *Offerings {
 	if c == nil {
 		c = clock.RealClock{}
-	}
-	if m == nil {
-		m, _ = metrics.New(nil) // cannot fail without a registerer
 	}
 	return &Offerings{clock: c, metrics: m, entries: make(map[offeringKey]*UnavailableError)}
 }
@@ -133,9 +142,9 @@ func (o *Offerings) takeRefetchTypes() bool {
 	return t
 }
 
-// List returns the offerings currently remembered as unavailable, ordered
+// list returns the offerings currently remembered as unavailable, ordered
 // by server type, location and placement group.
-func (o *Offerings) List() []UnavailableError {
+func (o *Offerings) list() []UnavailableError {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.expireLocked(o.clock.Now())

@@ -6,14 +6,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
-
-	"github.com/hcloudscale/hcloudscale/internal/metrics"
 )
 
 // Defaults of the options.
 const (
-	DefaultCreateConcurrency = 10
-	DefaultDeleteConcurrency = 10
+	defaultCreateConcurrency = 10
+	defaultDeleteConcurrency = 10
 	// DefaultCreateAttempts bounds how often one claim sends its create
 	// request after transient failures (on top of hcloud-go's own
 	// retries).
@@ -56,7 +54,6 @@ type options struct {
 	cleanupAttempts   int
 	deleteAttempts    int
 	retryBackoff      time.Duration
-	metrics           *metrics.Set
 	registerer        prometheus.Registerer
 	offerings         *Offerings
 	clusterName       string
@@ -83,22 +80,16 @@ func WithClock(c clock.Clock) Option {
 }
 
 // WithCreateConcurrency bounds the create-side requests (create, attach,
-// power on) of the pool in flight at once (DefaultCreateConcurrency).
+// power on) of the pool in flight at once (default 10).
 // Waiting for actions is not bounded by it: the shared [Waiter] does that.
 func WithCreateConcurrency(n int) Option {
 	return func(o *options) { o.createConcurrency = n }
 }
 
 // WithDeleteConcurrency bounds the pool's delete requests in flight at
-// once (DefaultDeleteConcurrency).
+// once (default 10).
 func WithDeleteConcurrency(n int) Option {
 	return func(o *options) { o.deleteConcurrency = n }
-}
-
-// WithUnavailableTTL sets how long a capacity error makes IncreaseSize
-// fail at once (DefaultUnavailableTTL). Zero disables the memory.
-func WithUnavailableTTL(d time.Duration) Option {
-	return func(o *options) { o.unavailableTTL = d }
 }
 
 // WithCreationTimeout bounds each server's create flow, from the claim to
@@ -107,14 +98,8 @@ func WithCreationTimeout(d time.Duration) Option {
 	return func(o *options) { o.creationTimeout = d }
 }
 
-// WithMetrics reports to m. Without it, or WithRegisterer, the pool
-// reports nowhere.
-func WithMetrics(m *metrics.Set) Option {
-	return func(o *options) { o.metrics = m }
-}
-
 // WithRegisterer registers the pool's metrics with reg (register-or-reuse,
-// so pools can share one registerer). WithMetrics takes precedence.
+// so pools can share one registerer). Without it the pool reports nowhere.
 func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(o *options) { o.registerer = reg }
 }

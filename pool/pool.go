@@ -106,8 +106,8 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	o := options{
 		logger:            zap.NewNop(),
 		clock:             clock.RealClock{},
-		createConcurrency: DefaultCreateConcurrency,
-		deleteConcurrency: DefaultDeleteConcurrency,
+		createConcurrency: defaultCreateConcurrency,
+		deleteConcurrency: defaultDeleteConcurrency,
 		unavailableTTL:    DefaultUnavailableTTL,
 		createAttempts:    DefaultCreateAttempts,
 		cleanupAttempts:   DefaultCleanupAttempts,
@@ -123,74 +123,16 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		o.creationTimeout = config.DefaultCreationTimeout
 	}
 
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if err := config.CheckPoolName(cfg.Name); err != nil {
-		bad("pool: %w", err)
-	}
-	if cfg.MinSize < 0 {
-		bad("pool %q: min size %d is negative", cfg.Name, cfg.MinSize)
-	}
-	if cfg.MaxSize < cfg.MinSize {
-		bad("pool %q: max size %d is below min size %d", cfg.Name, cfg.MaxSize, cfg.MinSize)
-	}
-	if cfg.ServerType == "" {
-		bad("pool %q: server type is empty", cfg.Name)
-	}
-	if cfg.Location == "" {
-		bad("pool %q: location is empty", cfg.Name)
-	}
-	if cfg.ServerLabels[config.LabelNodeGroup] != cfg.Name {
-		bad("pool %q: server label %s is %q, want the pool name", cfg.Name, config.LabelNodeGroup, cfg.ServerLabels[config.LabelNodeGroup])
-	}
-	if o.clusterName != "" && cfg.ServerLabels[config.LabelCluster] != o.clusterName {
-		bad("pool %q: server label %s is %q, want the cluster name %q", cfg.Name, config.LabelCluster, cfg.ServerLabels[config.LabelCluster], o.clusterName)
-	}
-	if deps.Servers == nil || deps.Waiter == nil || deps.Cache == nil || deps.Types == nil || deps.Images == nil {
-		bad("pool %q: deps: Servers, Waiter, Cache, Types and Images are required", cfg.Name)
-	}
-	if (cfg.Network != "") != (deps.Network != nil) {
-		bad("pool %q: network %q and the resolved deps.Network (set: %t) disagree", cfg.Name, cfg.Network, deps.Network != nil)
-	}
-	if cfg.SubnetIPRange.IsValid() && deps.Network == nil {
-		bad("pool %q: subnet IP range %s needs a network", cfg.Name, cfg.SubnetIPRange)
-	}
-	if (cfg.PlacementGroup != "") != (deps.PlacementGroup != nil) {
-		bad("pool %q: placement group %q and the resolved deps.PlacementGroup (set: %t) disagree", cfg.Name, cfg.PlacementGroup, deps.PlacementGroup != nil)
-	}
-	// Fewer resolved than configured is a reference written twice (by ID
-	// and by name), resolved to one object.
-	if n, m := len(cfg.Firewalls), len(deps.Firewalls); m > n || (n > 0 && m == 0) {
-		bad("pool %q: %d firewalls configured, %d resolved", cfg.Name, n, m)
-	}
-	if n, m := len(cfg.SSHKeys), len(deps.SSHKeys); m > n || (n > 0 && m == 0) {
-		bad("pool %q: %d SSH keys configured, %d resolved", cfg.Name, n, m)
-	}
-	if o.createConcurrency < 1 {
-		bad("pool %q: create concurrency %d must be at least 1", cfg.Name, o.createConcurrency)
-	}
-	if o.deleteConcurrency < 1 {
-		bad("pool %q: delete concurrency %d must be at least 1", cfg.Name, o.deleteConcurrency)
-	}
-	if o.creationTimeout < 0 {
-		bad("pool %q: creation timeout %s is negative", cfg.Name, o.creationTimeout)
-	}
-	if o.unavailableTTL < 0 {
-		bad("pool %q: unavailable TTL %s is negative", cfg.Name, o.unavailableTTL)
-	}
-	if o.createAttempts < 1 || o.retryBackoff < 0 {
-		bad("pool %q: retry: %d attempts (at least 1) with backoff %s (not negative)", cfg.Name, o.createAttempts, o.retryBackoff)
-	}
+	errs := checkConfig(&cfg, o.clusterName)
+	errs = append(errs, checkDeps(&cfg, &deps)...)
+	errs = append(errs, checkOptions(cfg.Name, &o)...)
 	cloudInit, err := parseCloudInit(&cfg)
 	if err != nil {
-		bad("pool %q: %w", cfg.Name, err)
+		errs = append(errs, fmt.Errorf("pool %q: %w", cfg.Name, err))
 	}
-	m := o.metrics
-	if m == nil {
-		var err error
-		if m, err = metrics.New(o.registerer); err != nil {
-			bad("pool %q: %w", cfg.Name, err)
-		}
+	m, err := metrics.New(o.registerer)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("pool %q: %w", cfg.Name, err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -198,7 +140,7 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 
 	offerings := o.offerings
 	if offerings == nil {
-		offerings = NewOfferings(o.clock, m)
+		offerings = newOfferings(o.clock, m)
 	}
 	own := map[string]string{config.LabelNodeGroup: cfg.Name}
 	if v, ok := cfg.ServerLabels[config.LabelCluster]; ok {
@@ -224,6 +166,92 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	p.metrics.PoolMinSize.WithLabelValues(cfg.Name).Set(float64(cfg.MinSize))
 	p.metrics.PoolMaxSize.WithLabelValues(cfg.Name).Set(float64(cfg.MaxSize))
 	return p, nil
+}
+
+// problems collects the errors of a check, each naming the pool.
+type problems struct {
+	pool string
+	errs []error
+}
+
+func (ps *problems) add(format string, args ...any) {
+	ps.errs = append(ps.errs, fmt.Errorf("pool %q: "+format, append([]any{ps.pool}, args...)...))
+}
+
+// checkConfig reports every problem of cfg on its own: sizes, offering and
+// the labels that tie its servers to the pool and the cluster.
+func checkConfig(cfg *config.Pool, clusterName string) []error {
+	ps := problems{pool: cfg.Name}
+	if err := config.CheckPoolName(cfg.Name); err != nil {
+		ps.errs = append(ps.errs, fmt.Errorf("pool: %w", err))
+	}
+	if cfg.MinSize < 0 {
+		ps.add("min size %d is negative", cfg.MinSize)
+	}
+	if cfg.MaxSize < cfg.MinSize {
+		ps.add("max size %d is below min size %d", cfg.MaxSize, cfg.MinSize)
+	}
+	if cfg.ServerType == "" {
+		ps.add("server type is empty")
+	}
+	if cfg.Location == "" {
+		ps.add("location is empty")
+	}
+	if cfg.ServerLabels[config.LabelNodeGroup] != cfg.Name {
+		ps.add("server label %s is %q, want the pool name", config.LabelNodeGroup, cfg.ServerLabels[config.LabelNodeGroup])
+	}
+	if clusterName != "" && cfg.ServerLabels[config.LabelCluster] != clusterName {
+		ps.add("server label %s is %q, want the cluster name %q", config.LabelCluster, cfg.ServerLabels[config.LabelCluster], clusterName)
+	}
+	return ps.errs
+}
+
+// checkDeps reports the dependencies that are missing or disagree with
+// the references cfg makes.
+func checkDeps(cfg *config.Pool, deps *Deps) []error {
+	ps := problems{pool: cfg.Name}
+	if deps.Servers == nil || deps.Waiter == nil || deps.Cache == nil || deps.Types == nil || deps.Images == nil {
+		ps.add("deps: Servers, Waiter, Cache, Types and Images are required")
+	}
+	if (cfg.Network != "") != (deps.Network != nil) {
+		ps.add("network %q and the resolved deps.Network (set: %t) disagree", cfg.Network, deps.Network != nil)
+	}
+	if cfg.SubnetIPRange.IsValid() && deps.Network == nil {
+		ps.add("subnet IP range %s needs a network", cfg.SubnetIPRange)
+	}
+	if (cfg.PlacementGroup != "") != (deps.PlacementGroup != nil) {
+		ps.add("placement group %q and the resolved deps.PlacementGroup (set: %t) disagree", cfg.PlacementGroup, deps.PlacementGroup != nil)
+	}
+	// Fewer resolved than configured is a reference written twice (by ID
+	// and by name), resolved to one object.
+	if n, m := len(cfg.Firewalls), len(deps.Firewalls); m > n || (n > 0 && m == 0) {
+		ps.add("%d firewalls configured, %d resolved", n, m)
+	}
+	if n, m := len(cfg.SSHKeys), len(deps.SSHKeys); m > n || (n > 0 && m == 0) {
+		ps.add("%d SSH keys configured, %d resolved", n, m)
+	}
+	return ps.errs
+}
+
+// checkOptions reports the options out of range.
+func checkOptions(pool string, o *options) []error {
+	ps := problems{pool: pool}
+	if o.createConcurrency < 1 {
+		ps.add("create concurrency %d must be at least 1", o.createConcurrency)
+	}
+	if o.deleteConcurrency < 1 {
+		ps.add("delete concurrency %d must be at least 1", o.deleteConcurrency)
+	}
+	if o.creationTimeout < 0 {
+		ps.add("creation timeout %s is negative", o.creationTimeout)
+	}
+	if o.unavailableTTL < 0 {
+		ps.add("unavailable TTL %s is negative", o.unavailableTTL)
+	}
+	if o.createAttempts < 1 || o.retryBackoff < 0 {
+		ps.add("retry: %d attempts (at least 1) with backoff %s (not negative)", o.createAttempts, o.retryBackoff)
+	}
+	return ps.errs
 }
 
 // Name returns the pool's name.

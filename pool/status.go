@@ -77,7 +77,7 @@ func (p *Pool) view() ([]Instance, Status) {
 			st.Errors = append(st.Errors, in)
 		}
 	}
-	st.Unavailable = p.offerings.List()
+	st.Unavailable = p.offerings.list()
 	return out, st
 }
 

@@ -17,18 +17,18 @@ import (
 // controller manager (HCCM) and the Hetzner CSI driver set them on real
 // nodes.
 const (
-	LabelHostname           = "kubernetes.io/hostname"
-	LabelInstanceType       = "node.kubernetes.io/instance-type"
-	LabelInstanceTypeBeta   = "beta.kubernetes.io/instance-type"
-	LabelRegion             = "topology.kubernetes.io/region"
-	LabelZone               = "topology.kubernetes.io/zone"
-	LabelRegionBeta         = "failure-domain.beta.kubernetes.io/region"
-	LabelZoneBeta           = "failure-domain.beta.kubernetes.io/zone"
-	LabelArch               = "kubernetes.io/arch"
-	LabelOS                 = "kubernetes.io/os"
-	LabelCSILocation        = "csi.hetzner.cloud/location"
-	LabelProvidedBy         = "instance.hetzner.cloud/provided-by"
-	ProvidedByCloud         = "cloud"
+	labelHostname           = "kubernetes.io/hostname"
+	labelInstanceType       = "node.kubernetes.io/instance-type"
+	labelInstanceTypeBeta   = "beta.kubernetes.io/instance-type"
+	labelRegion             = "topology.kubernetes.io/region"
+	labelZone               = "topology.kubernetes.io/zone"
+	labelRegionBeta         = "failure-domain.beta.kubernetes.io/region"
+	labelZoneBeta           = "failure-domain.beta.kubernetes.io/zone"
+	labelArch               = "kubernetes.io/arch"
+	labelOS                 = "kubernetes.io/os"
+	labelCSILocation        = "csi.hetzner.cloud/location"
+	labelProvidedBy         = "instance.hetzner.cloud/provided-by"
+	providedByCloud         = "cloud"
 	templateNameSuffix      = "-template"
 	gib                     = 1 << 30
 	mib                     = 1 << 20
@@ -89,17 +89,17 @@ func templateNode(cfg *config.Pool, st *servercache.ServerType) (*corev1.Node, e
 	}
 	name := cfg.Name + templateNameSuffix
 	labels := map[string]string{
-		LabelHostname:         name,
-		LabelInstanceType:     st.Name,
-		LabelInstanceTypeBeta: st.Name,
-		LabelRegion:           cfg.Location,
-		LabelZone:             Zone(cfg.Location),
-		LabelRegionBeta:       cfg.Location,
-		LabelZoneBeta:         Zone(cfg.Location),
-		LabelArch:             string(st.Arch),
-		LabelOS:               "linux",
-		LabelCSILocation:      cfg.Location,
-		LabelProvidedBy:       ProvidedByCloud,
+		labelHostname:         name,
+		labelInstanceType:     st.Name,
+		labelInstanceTypeBeta: st.Name,
+		labelRegion:           cfg.Location,
+		labelZone:             Zone(cfg.Location),
+		labelRegionBeta:       cfg.Location,
+		labelZoneBeta:         Zone(cfg.Location),
+		labelArch:             string(st.Arch),
+		labelOS:               "linux",
+		labelCSILocation:      cfg.Location,
+		labelProvidedBy:       providedByCloud,
 		config.LabelNodeGroup: cfg.Name,
 	}
 	for k, v := range cfg.Labels {

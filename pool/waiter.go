@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
@@ -90,14 +91,19 @@ func WithWaiterLogger(l *zap.Logger) WaiterOption {
 	}
 }
 
-// WithWaiterMetrics reports the durations the waiter observes, the polls
-// per action and its poll requests to m (default: nowhere).
-func WithWaiterMetrics(m *metrics.Set) WaiterOption {
-	return func(w *Waiter) {
-		if m != nil {
-			w.metrics = m
-		}
-	}
+// WithWaiterRegisterer registers the waiter's metrics (the durations it
+// observes, the polls per action and its poll requests) with reg,
+// register-or-reuse as [WithRegisterer], so the waiter, the pools and the
+// offerings of one Cluster share their collectors. Without it the waiter
+// reports nowhere. A registration conflict on reg is logged, and the
+// waiter then reports nowhere.
+func WithWaiterRegisterer(reg prometheus.Registerer) WaiterOption {
+	return func(w *Waiter) { w.registerer = reg }
+}
+
+// withWaiterMetrics reports to m, for tests that read the collectors.
+func withWaiterMetrics(m *metrics.Set) WaiterOption {
+	return func(w *Waiter) { w.metrics = m }
 }
 
 // Waiter waits for Hetzner actions on behalf of every caller in the
@@ -116,7 +122,9 @@ type Waiter struct {
 	clock    clock.Clock
 	log      *zap.Logger
 	metrics  *metrics.Set
-	pollHook func(start time.Time) // tests only: called as a poll starts
+	// registerer is where NewWaiter registers metrics, unless set.
+	registerer prometheus.Registerer
+	pollHook   func(start time.Time) // tests only: called as a poll starts
 
 	cancel context.CancelFunc // stops a poll in flight
 	wake   chan struct{}      // capacity 1: "there may be new work"
@@ -174,10 +182,17 @@ func NewWaiter(api ActionAPI, opts ...WaiterOption) *Waiter {
 			o(w)
 		}
 	}
+	w.log = w.log.Named("waiter")
+	if w.metrics == nil && w.registerer != nil {
+		m, err := metrics.New(w.registerer)
+		if err != nil {
+			w.log.Warn("waiter metrics not registered", zap.Error(err))
+		}
+		w.metrics = m
+	}
 	if w.metrics == nil {
 		w.metrics, _ = metrics.New(nil) // registered nowhere: cannot fail
 	}
-	w.log = w.log.Named("waiter")
 	ctx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
 	go w.loop(ctx)

@@ -353,7 +353,7 @@ func TestWaiterLearnsPerCommandAndClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSim(t, nil, []WaiterOption{WithWaiterMetrics(m)}, hcloudtest.WithActionDuration("create_server", 3*time.Second))
+	s := newSim(t, nil, []WaiterOption{withWaiterMetrics(m)}, hcloudtest.WithActionDuration("create_server", 3*time.Second))
 	if errs, _ := s.run(s.wait("cx23/fsn1", createRaw(t, s.client, "small"))); errs[0] != nil {
 		t.Fatal(errs[0])
 	}

@@ -35,9 +35,9 @@
 // in [1-jitter, 1+jitter) ([DefaultJitter], 0.1), so that processes do not
 // list in lockstep. A listing of many pages stays fresh longer, so that
 // listings cost at most a budget of requests per hour
-// ([WithListingBudget]; [DefaultListingBudget] is 180, 5% of Hetzner's
-// default 3,600): a listing of P pages stays fresh for at least
-// P × 3600 s / budget even at the low end of the jitter. Up to 100 servers
+// ([DefaultListingBudget], 180, 5% of Hetzner's default 3,600): a listing
+// of P pages stays fresh for at least P × 3600 s / budget even at the low
+// end of the jitter. Up to 100 servers
 // (2 pages) the TTL decides; 10,000 servers (200 pages) are listed every
 // 66.7 minutes at the soonest and about every 74 minutes on average, so no
 // hour of the clock holds two listings (200 requests). Our own changes do

@@ -80,8 +80,8 @@ type typeSet struct {
 }
 
 // NewTypeCatalog returns a TypeCatalog that lists with client, which is
-// usually (*hcloud.Client).ServerType. It does no I/O. WithClusterName and
-// WithListingBudget do not apply to it.
+// usually (*hcloud.Client).ServerType. It does no I/O. WithClusterName
+// does not apply to it, nor does the listing budget.
 func NewTypeCatalog(client ServerTypeLister, opts ...Option) *TypeCatalog {
 	o := newOptions(opts)
 	ttl := o.ttl
