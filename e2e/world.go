@@ -164,33 +164,8 @@ func newWorld(t *testing.T, kind Provider, pools []poolSpec, opts ...worldOption
 		hcloudtest.WithActionDuration("create_server", createDuration),
 	)
 	w := &world{t: t, ctx: ctx, kind: kind, fake: fake, pools: pools, bgErr: make(chan error, 16)}
-	w.placementGroups = map[string]int64{}
-	for _, p := range pools {
-		if p.placementGroup == "" || w.placementGroups[p.placementGroup] != 0 {
-			continue
-		}
-		id, err := fake.AddPlacementGroup(hcloudtest.PlacementGroup{Name: p.placementGroup})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.placementGroups[p.placementGroup] = id
-	}
-
-	w.options = integration.NewTestConfig().WithOverrides(
-		integration.WithCloudProviderName(kind.Name()),
-		integration.WithScaleDownUnneededTime(unneededTime),
-		func(o *caconfig.AutoscalingOptions) {
-			o.NodeGroupDefaults.MaxNodeProvisionTime = provisionTime
-			o.NodeGroupDefaults.ScaleDownUnreadyTime = 5 * time.Minute
-			o.ScanInterval = loopPeriod
-			// The status ConfigMap stays off: writing it races with
-			// the loop inside the core (go test -race reports
-			// clusterstate/utils.WriteStatusConfigMap).
-			o.WriteStatusConfigMap = false
-			o.StatusConfigMapName = statusConfigMap
-			o.ConfigNamespace = statusNamespace
-		},
-	).ResolveOptions()
+	w.addPlacementGroups()
+	w.options = autoscalingOptions(kind)
 	w.listTTL = listTTL
 	for _, o := range opts {
 		o(w)
@@ -198,15 +173,7 @@ func newWorld(t *testing.T, kind Provider, pools []poolSpec, opts ...worldOption
 
 	w.infra = integration.SetupInfrastructure(t)
 	w.kube = w.infra.Fakes
-	kpools := map[string]KubeletPool{}
-	for _, p := range pools {
-		nl := map[string]string{ServerLabelNodeGroup: p.name}
-		for k, v := range p.labels {
-			nl[k] = v
-		}
-		kpools[p.name] = KubeletPool{NodeLabels: nl, Taints: p.taints}
-	}
-	w.kubelet = NewKubelet(fake, w.kube.KubeClient, "", kpools)
+	w.kubelet = NewKubelet(fake, w.kube.KubeClient, "", kubeletPools(pools))
 	w.sched = NewScheduler(w.kube.KubeClient)
 	w.provider = &swappable{}
 	w.provider.set(w.startProvider())
@@ -231,11 +198,60 @@ func newWorld(t *testing.T, kind Provider, pools []poolSpec, opts ...worldOption
 		default:
 		}
 	}
-	bg.Add(2)
-	go func() { defer bg.Done(); w.kubelet.Run(ctx, kubeletInterval, report) }()
-	go func() { defer bg.Done(); w.sched.Run(ctx, kubeletInterval, report) }()
+	bg.Go(func() { w.kubelet.Run(ctx, kubeletInterval, report) })
+	bg.Go(func() { w.sched.Run(ctx, kubeletInterval, report) })
 	w.stats.start = time.Now()
 	return w
+}
+
+// addPlacementGroups adds to the fake each placement group a pool names.
+func (w *world) addPlacementGroups() {
+	w.t.Helper()
+	w.placementGroups = map[string]int64{}
+	for _, p := range w.pools {
+		if p.placementGroup == "" || w.placementGroups[p.placementGroup] != 0 {
+			continue
+		}
+		id, err := w.fake.AddPlacementGroup(hcloudtest.PlacementGroup{Name: p.placementGroup})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.placementGroups[p.placementGroup] = id
+	}
+}
+
+// kubeletPools are the labels and taints the kubelet registers each pool's
+// nodes with.
+func kubeletPools(pools []poolSpec) map[string]KubeletPool {
+	kpools := map[string]KubeletPool{}
+	for _, p := range pools {
+		nl := map[string]string{ServerLabelNodeGroup: p.name}
+		for k, v := range p.labels {
+			nl[k] = v
+		}
+		kpools[p.name] = KubeletPool{NodeLabels: nl, Taints: p.taints}
+	}
+	return kpools
+}
+
+// autoscalingOptions are the autoscaler's options of every scenario,
+// before a scenario's own changes.
+func autoscalingOptions(kind Provider) caconfig.AutoscalingOptions {
+	return integration.NewTestConfig().WithOverrides(
+		integration.WithCloudProviderName(kind.Name()),
+		integration.WithScaleDownUnneededTime(unneededTime),
+		func(o *caconfig.AutoscalingOptions) {
+			o.NodeGroupDefaults.MaxNodeProvisionTime = provisionTime
+			o.NodeGroupDefaults.ScaleDownUnreadyTime = 5 * time.Minute
+			o.ScanInterval = loopPeriod
+			// The status ConfigMap stays off: writing it races with
+			// the loop inside the core (go test -race reports
+			// clusterstate/utils.WriteStatusConfigMap).
+			o.WriteStatusConfigMap = false
+			o.StatusConfigMapName = statusConfigMap
+			o.ConfigNamespace = statusNamespace
+		},
+	).ResolveOptions()
 }
 
 // build builds a new autoscaler over the world's provider and fakes.
