@@ -425,13 +425,8 @@ type Firewall struct {
 func (s *Server) AddFirewall(f Firewall) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if f.Name == "" {
-		return 0, errors.New("add firewall: name is empty")
-	}
-	for _, other := range s.st.firewalls {
-		if other.Name == f.Name {
-			return 0, fmt.Errorf("add firewall: name %q is already used", f.Name)
-		}
+	if err := checkNewName("firewall", f.Name, s.st.firewalls, func(o *schema.Firewall) string { return o.Name }); err != nil {
+		return 0, err
 	}
 	out := &schema.Firewall{
 		ID:        s.st.nextID("firewall"),
@@ -514,13 +509,8 @@ type PlacementGroup struct {
 func (s *Server) AddPlacementGroup(pg PlacementGroup) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if pg.Name == "" {
-		return 0, errors.New("add placement group: name is empty")
-	}
-	for _, other := range s.st.placementGroups {
-		if other.Name == pg.Name {
-			return 0, fmt.Errorf("add placement group: name %q is already used", pg.Name)
-		}
+	if err := checkNewName("placement group", pg.Name, s.st.placementGroups, func(o *schema.PlacementGroup) string { return o.Name }); err != nil {
+		return 0, err
 	}
 	out := &schema.PlacementGroup{
 		ID:      s.st.nextID("placement_group"),
@@ -582,4 +572,18 @@ func (st *state) serverTypeLocation(serverType, location string) (*schema.Server
 		return nil, fmt.Errorf("server type %q is not offered in location %q", serverType, location)
 	}
 	return at, nil
+}
+
+// checkNewName reports an empty name, or one that a resource of the same
+// kind already has: names are unique per kind.
+func checkNewName[T any](kind, name string, existing map[int64]T, nameOf func(T) string) error {
+	if name == "" {
+		return fmt.Errorf("add %s: name is empty", kind)
+	}
+	for _, other := range existing {
+		if nameOf(other) == name {
+			return fmt.Errorf("add %s: name %q is already used", kind, name)
+		}
+	}
+	return nil
 }
