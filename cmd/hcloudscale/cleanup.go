@@ -46,10 +46,7 @@ the network, firewalls or other references, which may be gone already.
 
 Flags:
 `)
-		printFlags(w, fs)
-		fmt.Fprintln(w)
-		fmt.Fprint(w, envHelp)
-		fmt.Fprint(w, "\nExit codes: 0 success (or nothing to do), 1 a delete failed (reported on stderr), 2 bad usage.\n")
+		printFlagsAndEnv(w, fs, "0 success (or nothing to do), 1 a delete failed (reported on stderr), 2 bad usage.")
 	}
 }
 

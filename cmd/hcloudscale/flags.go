@@ -103,6 +103,15 @@ func indent(err error) string {
 	return "\n  " + strings.Join(lines, "\n  ")
 }
 
+// printFlagsAndEnv ends the help of a command that reads the autoscaler's
+// environment: its flags, the environment variables and its exit codes.
+func printFlagsAndEnv(w io.Writer, fs *flag.FlagSet, exitCodes string) {
+	printFlags(w, fs)
+	fmt.Fprintln(w)
+	fmt.Fprint(w, envHelp)
+	fmt.Fprintf(w, "\nExit codes: %s\n", exitCodes)
+}
+
 // printFlags writes the flags of fs to w, spelt with two dashes as the
 // autoscaler's flags are (the flag package accepts both).
 func printFlags(w io.Writer, fs *flag.FlagSet) {

@@ -45,10 +45,7 @@ unless --every-unnamed-cluster says that this is meant.
 
 Flags:
 `)
-		printFlags(w, fs)
-		fmt.Fprintln(w)
-		fmt.Fprint(w, envHelp)
-		fmt.Fprint(w, "\nExit codes: 0 the pool reached the size, 1 failure or timeout (reported on stderr), 2 bad usage.\n")
+		printFlagsAndEnv(w, fs, "0 the pool reached the size, 1 failure or timeout (reported on stderr), 2 bad usage.")
 	}
 }
 

@@ -75,12 +75,7 @@ reach a safe point (--shutdown-timeout); a second signal ends the process at onc
 
 Flags:
 `)
-		printFlags(w, fs)
-		fmt.Fprintln(w)
-		fmt.Fprint(w, envHelp)
-		fmt.Fprint(w, `
-Exit codes: 0 clean shutdown, 1 failure (reported on stderr), 2 bad usage.
-`)
+		printFlagsAndEnv(w, fs, "0 clean shutdown, 1 failure (reported on stderr), 2 bad usage.")
 	}
 }
 

@@ -29,10 +29,7 @@ them.
 
 Flags:
 `)
-		printFlags(w, fs)
-		fmt.Fprintln(w)
-		fmt.Fprint(w, envHelp)
-		fmt.Fprint(w, "\nExit codes: 0 success, 1 failure (reported on stderr), 2 bad usage.\n")
+		printFlagsAndEnv(w, fs, "0 success, 1 failure (reported on stderr), 2 bad usage.")
 	}
 }
 

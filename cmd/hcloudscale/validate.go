@@ -60,10 +60,7 @@ or when it has labels the kubelet may not set and the labeller does not run.
 
 Flags:
 `)
-		printFlags(w, fs)
-		fmt.Fprintln(w)
-		fmt.Fprint(w, envHelp)
-		fmt.Fprint(w, "\nExit codes: 0 valid (warnings may be printed), 1 problems found, 2 bad usage.\n")
+		printFlagsAndEnv(w, fs, "0 valid (warnings may be printed), 1 problems found, 2 bad usage.")
 	}
 }
 
