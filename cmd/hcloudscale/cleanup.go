@@ -87,19 +87,12 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	if code, ok := parseFlags(fs, args, stdout, stderr, cleanupHelp(fs)); !ok {
 		return code
 	}
-	if err := checkOutput(*output); err != nil {
-		return usageError(stderr, "cleanup", err)
-	}
 	if *timeout <= 0 {
 		return usageError(stderr, "cleanup", fmt.Errorf("--timeout %s: want a positive duration", *timeout))
 	}
-	log, err := cf.logger(stderr)
-	if err != nil {
-		return usageError(stderr, "cleanup", err)
-	}
-	cfg, err := config.Load(env, *cf.nodes)
-	if err != nil {
-		return reportConfigError(stderr, "cleanup", "configuration", err)
+	log, cfg, code := cf.load(stderr, "cleanup", *output, env)
+	if code != 0 {
+		return code
 	}
 	if err := checkCleanupScope(cfg, *allPools, *everyUnnamed); err != nil {
 		return usageError(stderr, "cleanup", err)

@@ -62,6 +62,25 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, help f
 	}
 }
 
+// load checks the --output value, builds the logger and loads the
+// configuration, as every command that acts on the pools starts. On a
+// problem it reports it on stderr and returns the exit code; code is 0
+// otherwise.
+func (f *configFlags) load(stderr io.Writer, cmd, output string, env config.Env) (log *zap.Logger, cfg *config.Config, code int) {
+	if err := checkOutput(output); err != nil {
+		return nil, nil, usageError(stderr, cmd, err)
+	}
+	log, err := f.logger(stderr)
+	if err != nil {
+		return nil, nil, usageError(stderr, cmd, err)
+	}
+	cfg, err = config.Load(env, *f.nodes)
+	if err != nil {
+		return nil, nil, reportConfigError(stderr, cmd, "configuration", err)
+	}
+	return log, cfg, 0
+}
+
 // logger builds the logger of a subcommand from its flags.
 func (f *configFlags) logger(stderr io.Writer) (*zap.Logger, error) {
 	if err := f.log.check(); err != nil {

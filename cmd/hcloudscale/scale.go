@@ -82,20 +82,12 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if err != nil {
 		return usageError(stderr, "scale", err)
 	}
-	if err := checkOutput(*output); err != nil {
-		return usageError(stderr, "scale", err)
-	}
 	if *timeout <= 0 {
 		return usageError(stderr, "scale", fmt.Errorf("--timeout %s: want a positive duration", *timeout))
 	}
-	log, err := cf.logger(stderr)
-	if err != nil {
-		return usageError(stderr, "scale", err)
-	}
-
-	cfg, err := config.Load(env, *cf.nodes)
-	if err != nil {
-		return reportConfigError(stderr, "scale", "configuration", err)
+	log, cfg, code := cf.load(stderr, "scale", *output, env)
+	if code != 0 {
+		return code
 	}
 	pc, err := scaleTarget(cfg, name, n, *everyUnnamed)
 	if err != nil {

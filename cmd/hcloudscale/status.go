@@ -118,16 +118,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	if code, ok := parseFlags(fs, args, stdout, stderr, statusHelp(fs)); !ok {
 		return code
 	}
-	if err := checkOutput(*output); err != nil {
-		return usageError(stderr, "status", err)
-	}
-	log, err := cf.logger(stderr)
-	if err != nil {
-		return usageError(stderr, "status", err)
-	}
-	cfg, err := config.Load(env, *cf.nodes)
-	if err != nil {
-		return reportConfigError(stderr, "status", "configuration", err)
+	log, cfg, code := cf.load(stderr, "status", *output, env)
+	if code != 0 {
+		return code
 	}
 	// A sold-out type or a missing image is what an operator runs status
 	// to look at: it is shown as a warning, not a refusal.
