@@ -105,14 +105,16 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(o *options) { o.registerer = reg }
 }
 
-// WithClock replaces the wall clock everywhere the Cluster reads time or
+// WithClock replaces the wall clock where the Cluster reads time or
 // waits: the TTLs of the server listing, the server-type catalogue, the
-// image resolver and unavailable offerings, the creation timeouts, the
-// action waiter's polls, the rate-limit pacer's waits and the backoffs
-// between repeated requests. A test that gives one
-// k8s.io/utils/clock/testing.FakeClock to the Cluster and to
-// hcloudtest.WithClock moves all of them, and the fake API's actions,
-// with FakeClock.Step. A nil clock keeps the wall clock.
+// image resolver and unavailable offerings, the age at which a server
+// still initializing counts as a failed creation, the action waiter's
+// polls, the rate-limit pacer's waits and the backoffs between repeated
+// requests. A test that gives one k8s.io/utils/clock/testing.FakeClock to
+// the Cluster and to hcloudtest.WithClock moves all of them, and the fake
+// API's actions, with FakeClock.Step. Context deadlines stay on the wall
+// clock: the request timeout and a create flow's overall deadline
+// (the creation timeout). A nil clock keeps the wall clock.
 func WithClock(c clock.Clock) Option {
 	return func(o *options) {
 		if c != nil {

@@ -68,9 +68,12 @@ func WithLogger(l *zap.Logger) Option {
 	}
 }
 
-// WithClock sets the clock (default: the wall clock): creation timeouts
-// of adopted servers and the memory of unavailable offerings read it, and
-// the backoffs between repeated requests wait on it.
+// WithClock sets the clock (default: the wall clock): the age at which a
+// server still initializing counts as a failed creation, the creation
+// timeouts of adopted servers and the memory of unavailable offerings
+// read it, and the backoffs between repeated requests wait on it. The
+// deadline of a create flow as a whole (WithCreationTimeout) is a context
+// deadline, on the wall clock.
 func WithClock(c clock.Clock) Option {
 	return func(o *options) {
 		if c != nil {
