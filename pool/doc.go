@@ -59,7 +59,7 @@
 //
 // A transient failure of the create request (a dropped connection, 5xx,
 // timeout, server_error) is sent again with the same name, a bounded
-// number of times, after a backoff that starts at [DefaultRetryBackoff]
+// number of times (3 attempts), after a backoff that starts at 1 s
 // and doubles, on the pool's clock ([WithClock]); the pool's other
 // repeated requests (attach, power on, deletes) back off the same way. The request and its retries (also hcloud-go's own) end
 // with the claim, except for an attempt on the wire (written, not yet

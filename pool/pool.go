@@ -110,10 +110,10 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		createConcurrency: defaultCreateConcurrency,
 		deleteConcurrency: defaultDeleteConcurrency,
 		unavailableTTL:    DefaultUnavailableTTL,
-		createAttempts:    DefaultCreateAttempts,
-		cleanupAttempts:   DefaultCleanupAttempts,
+		createAttempts:    defaultCreateAttempts,
+		cleanupAttempts:   defaultCleanupAttempts,
 		deleteAttempts:    deleteAttempts,
-		retryBackoff:      DefaultRetryBackoff,
+		retryBackoff:      defaultRetryBackoff,
 	}
 	for _, opt := range opts {
 		if opt != nil {
