@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/hcloudscale/hcloudscale/actionwait"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/imageresolve"
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
@@ -34,7 +35,7 @@ type Cluster struct {
 	servers *servercache.Cache
 	types   *servercache.TypeCatalog
 	images  *imageresolve.Resolver
-	waiter  *pool.Waiter
+	waiter  *actionwait.Waiter
 
 	pools    []*pool.Pool
 	byName   map[string]*pool.Pool
@@ -132,11 +133,11 @@ func (c *Cluster) start(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	c.waiter = pool.NewWaiter(&c.client.Action,
-		pool.WithPollInterval(o.pollInterval),
-		pool.WithWaiterLogger(o.logger),
-		pool.WithWaiterRegisterer(o.registerer),
-		pool.WithWaiterClock(o.clock),
+	c.waiter = actionwait.New(&c.client.Action,
+		actionwait.WithPollInterval(o.pollInterval),
+		actionwait.WithLogger(o.logger),
+		actionwait.WithRegisterer(o.registerer),
+		actionwait.WithClock(o.clock),
 	)
 	offerings, err := pool.NewOfferings(o.clock, o.registerer)
 	if err != nil {

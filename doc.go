@@ -67,7 +67,7 @@
 // the listing at once. In-flight actions of all pools are polled together,
 // 50 per request, when they can have finished by the durations the waiter
 // learned, and no more often than every [DefaultPollInterval]
-// ([WithPollInterval]); the pool package documentation explains the
+// ([WithPollInterval]); the actionwait package documentation explains the
 // schedule.
 //
 // # Nodes

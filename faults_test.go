@@ -15,6 +15,10 @@ import (
 	"github.com/hcloudscale/hcloudscale/pool"
 )
 
+// createAttempts is how often a pool sends one create request after
+// transient failures, by default.
+const createAttempts = 3
+
 // faultCase is one fault point of the matrix: a fault injected before a
 // scale-up (and optionally one before the scale-down that follows), and
 // what must be true once the Cluster has settled after each.
@@ -87,7 +91,7 @@ func faultCases() []faultCase {
 		},
 		{
 			name: "create server_error on every attempt", pool: "plain", n: 1,
-			up:      failRequest("POST /servers", pool.DefaultCreateAttempts, hcloudtest.RequestFault{Code: "server_error"}),
+			up:      failRequest("POST /servers", createAttempts, hcloudtest.RequestFault{Code: "server_error"}),
 			running: 0, failed: []failure{{"plain", pool.Other, "server_error"}},
 		},
 		{
@@ -97,7 +101,7 @@ func faultCases() []faultCase {
 		},
 		{
 			name: "create 503 on every attempt", pool: "plain", n: 1,
-			up:      failRequest("POST /servers", pool.DefaultCreateAttempts, hcloudtest.RequestFault{Status: http.StatusServiceUnavailable}),
+			up:      failRequest("POST /servers", createAttempts, hcloudtest.RequestFault{Status: http.StatusServiceUnavailable}),
 			running: 0, failed: []failure{{"plain", pool.Other, pool.CodeRequestFailed}},
 		},
 		{

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
+
+	"github.com/hcloudscale/hcloudscale/actionwait"
 )
 
 // Version is the hcloudscale version sent in the User-Agent. Release builds
@@ -78,7 +80,7 @@ const (
 	DefaultRequestTimeout = 30 * time.Second
 	// DefaultPollInterval is the shortest time between two polls of the
 	// in-flight actions of all pools, which are polled together.
-	DefaultPollInterval = 500 * time.Millisecond
+	DefaultPollInterval = actionwait.DefaultPollInterval
 	// DefaultListTTL is the base time between two server listings; it grows
 	// with the number of listing pages to stay inside the API budget.
 	DefaultListTTL = time.Minute
@@ -155,7 +157,7 @@ func WithRequestTimeout(d time.Duration) Option {
 
 // WithPollInterval sets the shortest time between two polls of in-flight
 // actions ([DefaultPollInterval]); the action waiter's other times are
-// multiples of it (see the pool package's Waiter).
+// multiples of it (see package actionwait).
 func WithPollInterval(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {

@@ -18,11 +18,3 @@ type ServerAPI interface {
 }
 
 var _ ServerAPI = (*hcloud.ServerClient)(nil)
-
-// ActionAPI is the part of hcloud.ActionClient that a [Waiter] uses. Pass
-// (*hcloud.Client).Action.
-type ActionAPI interface {
-	List(ctx context.Context, opts hcloud.ActionListOpts) ([]*hcloud.Action, *hcloud.Response, error)
-}
-
-var _ ActionAPI = (*hcloud.ActionClient)(nil)

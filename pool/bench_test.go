@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hcloudscale/hcloudscale/actionwait"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 	"github.com/hcloudscale/hcloudscale/imageresolve"
 	"github.com/hcloudscale/hcloudscale/servercache"
@@ -60,7 +61,7 @@ func scaleUpOnce(b *testing.B, n int) scaleUpResult {
 	defer fake.Close()
 	fake.SetLatency(20 * time.Millisecond)
 	client := fake.Client()
-	waiter := NewWaiter(&client.Action)
+	waiter := actionwait.New(&client.Action)
 	defer waiter.Close()
 	cache := servercache.New(&client.Server, servercache.WithClusterName(testCluster))
 	defer cache.Close()

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 
+	"github.com/hcloudscale/hcloudscale/actionwait"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 )
@@ -175,13 +176,8 @@ func TestWaiterPollsPerTickNotPerServer(t *testing.T) {
 				t.Fatalf("IncreaseSize(%d) error: %v", n, err)
 			}
 			e.eventually("create requests", 0, func() bool { return e.fake.Count("POST /servers") == n })
-			waiting := func() int {
-				e.waiter.mu.Lock()
-				defer e.waiter.mu.Unlock()
-				return len(e.waiter.byID)
-			}
 			// create_server and start_server of every server.
-			e.eventually("waiter to hold every action", 0, func() bool { return waiting() == 2*n })
+			e.eventually("waiter to hold every action", 0, func() bool { return e.waiter.Pending() == 2*n })
 			ticks := 0
 			for !settled(p) && ticks < 20 {
 				// Step only once the waiter sleeps on the clock, so that
@@ -190,14 +186,15 @@ func TestWaiterPollsPerTickNotPerServer(t *testing.T) {
 				if settled(p) {
 					break
 				}
-				e.clock.Step(DefaultPollInterval)
+				e.clock.Step(actionwait.DefaultPollInterval)
 				ticks++
 			}
 			e.settle(p)
 			polls := e.fake.Count("GET /actions")
 			// 2 s of action at 500 ms per tick: 4 ticks; each lists
-			// ⌈2n/50⌉ running actions (create_server and start_server).
-			wantMax := ticks * ((2*n + actionsPerRequest - 1) / actionsPerRequest)
+			// ⌈2n/50⌉ running actions (create_server and start_server),
+			// 50 per request.
+			wantMax := ticks * ((2*n + 49) / 50)
 			if polls > wantMax || polls >= n {
 				t.Errorf("GET /actions = %d after %d ticks for %d servers; want at most %d and fewer than %d", polls, ticks, n, wantMax, n)
 			}

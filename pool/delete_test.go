@@ -498,7 +498,7 @@ func TestCleanupRetriesTheDelete(t *testing.T) {
 		{name: "second delete works", failDeletes: 1, wantLeft: 0},
 		// Every attempt fails: the server stays, still labelled, so the
 		// next listing shows it and the autoscaler can remove it.
-		{name: "every delete fails", failDeletes: DefaultCleanupAttempts, wantLeft: 1},
+		{name: "every delete fails", failDeletes: defaultCleanupAttempts, wantLeft: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -515,7 +515,7 @@ func TestCleanupRetriesTheDelete(t *testing.T) {
 			if got := len(e.servers("workers")); got != tt.wantLeft {
 				t.Errorf("servers left = %d; want %d", got, tt.wantLeft)
 			}
-			if got, want := e.fake.Count("DELETE /servers/{id}"), min(tt.failDeletes+1, DefaultCleanupAttempts); got != want {
+			if got, want := e.fake.Count("DELETE /servers/{id}"), min(tt.failDeletes+1, defaultCleanupAttempts); got != want {
 				t.Errorf("DELETE requests = %d; want %d", got, want)
 			}
 			if got := countStates(p.Instances()); got["creating/Other/server_error"] != 1 {

@@ -4,7 +4,7 @@
 //
 // A [Pool] is built with [New] from the resolved pool configuration
 // (config.Pool) and [Deps]: the hcloud-go server client behind the
-// consumer interface [ServerAPI], the process-wide [Waiter], the shared
+// consumer interface [ServerAPI], the process-wide [actionwait.Waiter], the shared
 // servercache.Cache and servercache.TypeCatalog, the imageresolve.Resolver,
 // and the network, firewalls, SSH keys and placement group that the caller
 // resolved once (the pool never looks references up). New does no I/O.
@@ -37,7 +37,7 @@
 // claims' create flows run in the background; the pool bounds their
 // create-side requests (create, attach, power on) to
 // [WithCreateConcurrency] (default 10) at a time, and their action waits are shared by
-// the [Waiter].
+// the [actionwait.Waiter].
 //
 // # The create flow
 //
@@ -59,7 +59,7 @@
 //
 // A transient failure of the create request (a dropped connection, 5xx,
 // timeout, server_error) is sent again with the same name, a bounded
-// number of times, after a backoff that starts at [DefaultRetryBackoff]
+// number of times (3 attempts), after a backoff that starts at 1 s
 // and doubles, on the pool's clock ([WithClock]); the pool's other
 // repeated requests (attach, power on, deletes) back off the same way. The request and its retries (also hcloud-go's own) end
 // with the claim, except for an attempt on the wire (written, not yet
@@ -348,61 +348,19 @@
 // is refused while the server starts or runs counts as powered on; so
 // neither process fails, and neither deletes the server.
 //
-// # Waiter
+// # Waiting for actions
 //
-// One [Waiter] per process polls every action that any caller waits for,
-// 50 per GET /actions (the largest page; the requests of one poll run in
-// parallel, and each wakes the callers it answers for, so a slow request
-// holds back only its own actions), and wakes each caller when its
-// actions have finished.
-// Nothing is polled while nobody waits. It polls an action when it can
-// have finished, not on a fixed beat, because at real durations (a
-// create_server takes 10-20 s) polls, not creates, would spend the API
-// budget.
-//
-// What it learns: the duration of every successful action it watched, as
-// the API reports it (finished minus started, but no more than the
-// waiter itself saw pass, in case the API's clock is off; what the waiter
-// saw when the API reports it finished before it started), per command
-// and per command and class. A class is a finer kind that the caller
-// names with [Waiter.WaitAs]: a pool waits for its creates as
-// "<server type>/<location>". The waiter expects an action to take the
-// shortest of the last 8 durations of its class, else of its command
-// ([Waiter.Expected]), at most 60 poll intervals (30 s); the shortest,
-// because a poll too early costs one request and a poll too late costs
-// latency for the whole batch. Before it has seen an action of a command
-// finish, it expects the prior, [PriorIntervals] poll intervals (2 s with
-// [DefaultPollInterval]): about the fastest actions, so that nothing
-// waits long for a first look.
-//
-// When it polls ([DefaultPollInterval] is 500 ms):
-//   - an action is first polled when it is expected to be done, counted
-//     from the Wait that brought it;
-//   - a poll waits up to one poll interval for further actions due by
-//     then, so that a batch started together costs one poll;
-//   - a running action is polled again one interval later if others of
-//     its command finished in the same poll (the batch is finishing);
-//     otherwise after the time its progress says it still needs
-//     (elapsed × (100 − progress) / progress), or half its age when the
-//     API reports no progress;
-//   - no action waits more than [MaxGapIntervals] poll intervals (5 s)
-//     between two polls, so an action slower than everything learned is
-//     seen at most 11 intervals (5.5 s) after it finishes;
-//   - no two polls start less than one poll interval apart.
-//
-// Each action has its own schedule, so a slow action never holds back
-// the others: a Wait returns as soon as its own actions are seen
-// finished. The learned numbers decide only when to ask: every result
-// still comes from the API, so a wrong estimate costs requests or
-// latency, never a wrong state. At 15 s creates a warm waiter scales up
-// 50 servers with one poll of their 100 actions, 2 requests of 50
-// (BENCHMARKS.md).
+// A pool waits for its actions with the process's shared
+// [actionwait.Waiter] ([Deps].Waiter), which polls the actions of every
+// caller together; its package documentation explains the schedule. A
+// pool waits for its creates as "<server type>/<location>", so that the
+// waiter learns their durations per offering.
 //
 // # Metrics and logs
 //
 // Metrics are in internal/metrics (hcloudscale_pool_*, hcloudscale_server_*,
 // hcloudscale_unavailable_offerings; the waiter's hcloudscale_action_* with
-// [WithWaiterRegisterer]), registered through [WithRegisterer] and, for a
+// [actionwait.WithRegisterer]), registered through [WithRegisterer] and, for a
 // shared registry, [NewOfferings]: register-or-reuse, so pools on one
 // registerer share their collectors. Gauges are updated on every change. The
 // pool logs with zap as "pool" with a pool field; user data, root

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hcloudscale/hcloudscale/actionwait"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 	"github.com/hcloudscale/hcloudscale/imageresolve"
@@ -20,7 +21,7 @@ func ExamplePool_IncreaseSize() {
 	api := hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(0))
 	defer api.Close()
 	client := api.Client()
-	waiter := pool.NewWaiter(&client.Action, pool.WithPollInterval(time.Millisecond))
+	waiter := actionwait.New(&client.Action, actionwait.WithPollInterval(time.Millisecond))
 	defer waiter.Close()
 	cache := servercache.New(&client.Server, servercache.WithClusterName("prod"))
 	defer cache.Close()

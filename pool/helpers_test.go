@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/hcloudscale/hcloudscale/actionwait"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 	"github.com/hcloudscale/hcloudscale/imageresolve"
@@ -38,7 +39,7 @@ type env struct {
 	fake   *hcloudtest.Server
 	clock  *testingclock.FakeClock
 	client *hcloud.Client
-	waiter *Waiter
+	waiter *actionwait.Waiter
 	cache  *servercache.Cache
 	types  *servercache.TypeCatalog
 	images *imageresolve.Resolver
@@ -83,12 +84,12 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	t.Cleanup(fake.Close)
 	client := fake.Client()
 	e := &env{t: t, fake: fake, clock: clock, client: client}
-	wopts := []WaiterOption{WithPollInterval(time.Millisecond), WithWaiterLogger(zaptest.NewLogger(t))}
+	wopts := []actionwait.Option{actionwait.WithPollInterval(time.Millisecond), actionwait.WithLogger(zaptest.NewLogger(t))}
 	if eo.manualTicks {
 		e.ticker = &countingClock{FakeClock: clock}
-		wopts = []WaiterOption{WithPollInterval(DefaultPollInterval), WithWaiterClock(e.ticker)}
+		wopts = []actionwait.Option{actionwait.WithPollInterval(actionwait.DefaultPollInterval), actionwait.WithClock(e.ticker)}
 	}
-	e.waiter = NewWaiter(&client.Action, wopts...)
+	e.waiter = actionwait.New(&client.Action, wopts...)
 	t.Cleanup(e.waiter.Close)
 	e.cache = e.newCache()
 	e.types = servercache.NewTypeCatalog(&client.ServerType, servercache.WithClock(clock))

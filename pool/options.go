@@ -12,19 +12,19 @@ import (
 const (
 	defaultCreateConcurrency = 10
 	defaultDeleteConcurrency = 10
-	// DefaultCreateAttempts bounds how often one claim sends its create
+	// defaultCreateAttempts bounds how often one claim sends its create
 	// request after transient failures (on top of hcloud-go's own
 	// retries).
-	DefaultCreateAttempts = 3
+	defaultCreateAttempts = 3
 	// deleteAttempts bounds how often one delete request is sent after
 	// it failed on the way and the server is still there.
 	deleteAttempts = 3
-	// DefaultRetryBackoff is the first wait before a repeated request; it
+	// defaultRetryBackoff is the first wait before a repeated request; it
 	// doubles per attempt.
-	DefaultRetryBackoff = time.Second
-	// DefaultCleanupAttempts bounds the deletes of a server whose create
+	defaultRetryBackoff = time.Second
+	// defaultCleanupAttempts bounds the deletes of a server whose create
 	// flow failed.
-	DefaultCleanupAttempts = 4
+	defaultCleanupAttempts = 4
 	// cleanupTimeout bounds the clean-up of one failed server, delete
 	// requests and the wait for their action together.
 	cleanupTimeout = 2 * time.Minute
@@ -83,8 +83,8 @@ func WithClock(c clock.Clock) Option {
 }
 
 // WithCreateConcurrency bounds the create-side requests (create, attach,
-// power on) of the pool in flight at once (default 10).
-// Waiting for actions is not bounded by it: the shared [Waiter] does that.
+// power on) of the pool in flight at once (default 10). Waiting for
+// actions is not bounded by it: the shared [actionwait.Waiter] does that.
 func WithCreateConcurrency(n int) Option {
 	return func(o *options) { o.createConcurrency = n }
 }

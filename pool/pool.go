@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
+	"github.com/hcloudscale/hcloudscale/actionwait"
 	"github.com/hcloudscale/hcloudscale/cloudinit"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/imageresolve"
@@ -43,7 +44,7 @@ var (
 // the caller (the pool never resolves names itself).
 type Deps struct {
 	Servers ServerAPI
-	Waiter  *Waiter
+	Waiter  *actionwait.Waiter
 	Cache   *servercache.Cache
 	Types   *servercache.TypeCatalog
 	Images  *imageresolve.Resolver
@@ -109,10 +110,10 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		createConcurrency: defaultCreateConcurrency,
 		deleteConcurrency: defaultDeleteConcurrency,
 		unavailableTTL:    DefaultUnavailableTTL,
-		createAttempts:    DefaultCreateAttempts,
-		cleanupAttempts:   DefaultCleanupAttempts,
+		createAttempts:    defaultCreateAttempts,
+		cleanupAttempts:   defaultCleanupAttempts,
 		deleteAttempts:    deleteAttempts,
-		retryBackoff:      DefaultRetryBackoff,
+		retryBackoff:      defaultRetryBackoff,
 	}
 	for _, opt := range opts {
 		if opt != nil {

@@ -297,7 +297,7 @@ func (p *Pool) getServer(ctx context.Context, id int64) (*hcloud.Server, error) 
 			return nil, fmt.Errorf("looking up server %d: %w", id, err)
 		}
 		select {
-		case <-w.clock.After(w.interval):
+		case <-w.After():
 		case <-ctx.Done():
 			return nil, fmt.Errorf("looking up server %d: %w", id, err)
 		}
@@ -310,7 +310,7 @@ func (p *Pool) pollServer(ctx context.Context, s *hcloud.Server, done func(*hclo
 	w := p.deps.Waiter
 	for !done(s) {
 		select {
-		case <-w.clock.After(w.interval):
+		case <-w.After():
 		case <-ctx.Done():
 			return nil, fmt.Errorf("server %s is %s: %w", s.Name, s.Status, ctx.Err())
 		}

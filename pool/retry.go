@@ -7,7 +7,7 @@ import (
 
 // retry calls try until it succeeds, says not to try again, or attempts
 // calls have been made, and returns try's last error. Between two calls it
-// waits on the pool's clock, [DefaultRetryBackoff] (or the pool's setting)
+// waits on the pool's clock, defaultRetryBackoff (or the pool's setting)
 // at first and twice as long each time after. A context that ends during
 // a wait ends the retries: the error of the last call is returned, with
 // stopped holding ctx's error.

@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/actionwait"
 	"github.com/hcloudscale/hcloudscale/config"
-	"github.com/hcloudscale/hcloudscale/pool"
 )
 
 func cleanupHelp(fs *flag.FlagSet) func(io.Writer) {
@@ -295,7 +295,7 @@ func deleteServers(ctx context.Context, client *hcloud.Client, servers []*hcloud
 	}
 	_ = g.Wait()
 
-	waiter := pool.NewWaiter(&client.Action, pool.WithWaiterLogger(log))
+	waiter := actionwait.New(&client.Action, actionwait.WithLogger(log))
 	defer waiter.Close()
 	if err := waiter.Wait(ctx, actions...); err != nil {
 		// The error names the actions that failed or still run.

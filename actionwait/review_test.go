@@ -1,4 +1,4 @@
-package pool
+package actionwait
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // release is closed (or the request's context ends), as a hung connection
 // would; the others go through to the fake.
 type holdRequest struct {
-	api     ActionAPI
+	api     API
 	held    int64
 	release chan struct{}
 
@@ -51,7 +51,7 @@ func (h *holdRequest) isHolding() bool {
 // of the same poll hangs (up to pollTimeout).
 func TestWaiterHungRequestHoldsBackNoOtherCaller(t *testing.T) {
 	hold := &holdRequest{release: make(chan struct{})}
-	s := newSim(t, func(c *hcloud.Client) ActionAPI { hold.api = &c.Action; return hold }, nil,
+	s := newSim(t, func(c *hcloud.Client) API { hold.api = &c.Action; return hold }, nil,
 		hcloudtest.WithActionDuration("create_server", time.Second))
 	defer close(hold.release)
 	var actions []*hcloud.Action
@@ -63,8 +63,7 @@ func TestWaiterHungRequestHoldsBackNoOtherCaller(t *testing.T) {
 	hold.held = actions[actionsPerRequest].ID
 	free := s.wait("", actions[:actionsPerRequest]...)
 	held := s.wait("", actions[actionsPerRequest])
-	e := &env{t: t}
-	e.eventually("the poll to reach the held request", 0, func() bool {
+	eventually(t, "the poll to reach the held request", func() bool {
 		if !hold.isHolding() {
 			s.clock.Step(simStep)
 			return false
@@ -88,7 +87,7 @@ func TestWaiterHungRequestHoldsBackNoOtherCaller(t *testing.T) {
 
 // finishedBeforeStarted reports the finished actions as the API would with a
 // clock that stepped back during them: finished before started.
-type finishedBeforeStarted struct{ api ActionAPI }
+type finishedBeforeStarted struct{ api API }
 
 func (f finishedBeforeStarted) List(ctx context.Context, opts hcloud.ActionListOpts) ([]*hcloud.Action, *hcloud.Response, error) {
 	actions, resp, err := f.api.List(ctx, opts)
@@ -105,7 +104,7 @@ func (f finishedBeforeStarted) List(ctx context.Context, opts hcloud.ActionListO
 // itself, not a duration of zero, which would have every later action of
 // its kind polled at once.
 func TestWaiterIgnoresImpossibleAPIDurations(t *testing.T) {
-	s := newSim(t, func(c *hcloud.Client) ActionAPI { return finishedBeforeStarted{&c.Action} }, nil,
+	s := newSim(t, func(c *hcloud.Client) API { return finishedBeforeStarted{&c.Action} }, nil,
 		hcloudtest.WithActionDuration("create_server", 3*time.Second))
 	if errs, _ := s.run(s.wait("cx23/fsn1", createRaw(t, s.client, "a"))); errs[0] != nil {
 		t.Fatal(errs[0])
@@ -122,7 +121,7 @@ func TestWaiterIgnoresImpossibleAPIDurations(t *testing.T) {
 
 // Close at a random moment, with polls in flight (every request takes a
 // random few milliseconds) and callers arriving and giving up: every Wait
-// returns promptly with nil, its context's error or ErrWaiterClosed, and
+// returns promptly with nil, its context's error or ErrClosed, and
 // no goroutine is left (goleak in TestMain).
 func TestWaiterCloseWithPollsInFlight(t *testing.T) {
 	for seed := range uint64(6) {
@@ -163,10 +162,10 @@ func TestWaiterCloseWithPollsInFlight(t *testing.T) {
 				select {
 				case r := <-results:
 					switch {
-					case r.err == nil, errors.Is(r.err, ErrWaiterClosed):
+					case r.err == nil, errors.Is(r.err, ErrClosed):
 					case r.cancelled && errors.Is(r.err, context.Canceled):
 					default:
-						t.Errorf("Wait = %v (cancelled: %v); want nil, ErrWaiterClosed or its context's error", r.err, r.cancelled)
+						t.Errorf("Wait = %v (cancelled: %v); want nil, ErrClosed or its context's error", r.err, r.cancelled)
 					}
 				case <-time.After(10 * time.Second):
 					t.Fatal("a Wait did not return after Close")

@@ -1,4 +1,4 @@
-package pool
+package actionwait
 
 import (
 	"context"
@@ -21,7 +21,7 @@ func waiterEnv(t *testing.T, opts ...hcloudtest.Option) (*hcloudtest.Server, *hc
 	fake := hcloudtest.NewServer(append([]hcloudtest.Option{hcloudtest.WithClock(clock), hcloudtest.WithRateLimit(0, 0)}, opts...)...)
 	t.Cleanup(fake.Close)
 	client := fake.Client()
-	w := NewWaiter(&client.Action, WithPollInterval(time.Millisecond))
+	w := New(&client.Action, WithPollInterval(time.Millisecond))
 	t.Cleanup(w.Close)
 	return fake, client, clock, w
 }
@@ -70,8 +70,7 @@ func receive(t *testing.T, ch <-chan error, clock *testingclock.FakeClock) error
 // racing its start.
 func waitRegistered(t *testing.T, w *Waiter, id int64, n int) {
 	t.Helper()
-	e := &env{t: t}
-	e.eventually("the callers to register", 0, func() bool {
+	eventually(t, "the callers to register", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		t := w.byID[id]
@@ -135,9 +134,9 @@ func TestWaiterCallerCancellation(t *testing.T) {
 func TestWaiterActionNotFound(t *testing.T) {
 	_, _, _, w := waiterEnv(t)
 	err := w.Wait(t.Context(), &hcloud.Action{ID: 987654, Status: hcloud.ActionStatusRunning})
-	var nf *ActionNotFoundError
+	var nf *NotFoundError
 	if !errors.As(err, &nf) || nf.ID != 987654 {
-		t.Errorf("Wait(unknown action) = %v; want ActionNotFoundError{987654}", err)
+		t.Errorf("Wait(unknown action) = %v; want NotFoundError{987654}", err)
 	}
 }
 
@@ -161,11 +160,11 @@ func TestWaiterClose(t *testing.T) {
 	ch := waitAsync(t.Context(), w, a)
 	waitRegistered(t, w, a.ID, 1)
 	w.Close()
-	if err := receive(t, ch, nil); !errors.Is(err, ErrWaiterClosed) {
-		t.Errorf("Wait during Close = %v; want ErrWaiterClosed", err)
+	if err := receive(t, ch, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Wait during Close = %v; want ErrClosed", err)
 	}
-	if err := w.Wait(t.Context(), a); !errors.Is(err, ErrWaiterClosed) {
-		t.Errorf("Wait after Close = %v; want ErrWaiterClosed", err)
+	if err := w.Wait(t.Context(), a); !errors.Is(err, ErrClosed) {
+		t.Errorf("Wait after Close = %v; want ErrClosed", err)
 	}
 	w.Close() // idempotent
 }

@@ -1,4 +1,4 @@
-package pool
+package actionwait
 
 import (
 	"context"
@@ -37,13 +37,13 @@ type sim struct {
 	polls []time.Time
 }
 
-func newSim(t *testing.T, api func(*hcloud.Client) ActionAPI, wopts []WaiterOption, opts ...hcloudtest.Option) *sim {
+func newSim(t *testing.T, api func(*hcloud.Client) API, wopts []Option, opts ...hcloudtest.Option) *sim {
 	t.Helper()
 	clock := testingclock.NewFakeClock(epoch)
 	fake := hcloudtest.NewServer(append([]hcloudtest.Option{hcloudtest.WithClock(clock), hcloudtest.WithRateLimit(0, 0)}, opts...)...)
 	t.Cleanup(fake.Close)
 	s := &sim{t: t, fake: fake, client: fake.Client(), clock: clock}
-	var actions ActionAPI = &s.client.Action
+	var actions API = &s.client.Action
 	if api != nil {
 		actions = api(s.client)
 	}
@@ -54,7 +54,7 @@ func newSim(t *testing.T, api func(*hcloud.Client) ActionAPI, wopts []WaiterOpti
 			s.mu.Unlock()
 		}
 	}
-	s.w = NewWaiter(actions, append([]WaiterOption{WithWaiterClock(clock), hook}, wopts...)...)
+	s.w = New(actions, append([]Option{WithClock(clock), hook}, wopts...)...)
 	t.Cleanup(s.w.Close)
 	return s
 }
@@ -74,8 +74,7 @@ func (s *sim) wait(class string, actions ...*hcloud.Action) <-chan waitResult {
 		err := s.w.WaitAs(s.t.Context(), class, actions...)
 		ch <- waitResult{err, s.clock.Now()}
 	}()
-	e := &env{t: s.t}
-	e.eventually("the waiter to hold the actions", 0, func() bool {
+	eventually(s.t, "the waiter to hold the actions", func() bool {
 		s.w.mu.Lock()
 		defer s.w.mu.Unlock()
 		for _, a := range actions {
@@ -153,7 +152,7 @@ func (s *sim) addServers(prefix string, n int) []*hcloud.Server {
 
 // noProgress hides the progress the fake reports, as an API that reports
 // none would.
-type noProgress struct{ api ActionAPI }
+type noProgress struct{ api API }
 
 func (n noProgress) List(ctx context.Context, opts hcloud.ActionListOpts) ([]*hcloud.Action, *hcloud.Response, error) {
 	actions, resp, err := n.api.List(ctx, opts)
@@ -181,13 +180,13 @@ func checkGaps(t *testing.T, polls []time.Time, interval time.Duration) {
 func TestWaiterSeesASlowActionWithinTheBound(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
-		api      func(*hcloud.Client) ActionAPI
+		api      func(*hcloud.Client) API
 		maxPolls int
 	}{
 		// From 2 s to 60 s, polls at most MaxGapIntervals apart: 12 when
 		// progress shows how far it is, 15 when it must guess.
 		{"progress reported", nil, 13},
-		{"no progress", func(c *hcloud.Client) ActionAPI { return noProgress{&c.Action} }, 16},
+		{"no progress", func(c *hcloud.Client) API { return noProgress{&c.Action} }, 16},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSim(t, tt.api, nil, hcloudtest.WithActionDuration("create_server", 2*time.Second))
@@ -353,7 +352,7 @@ func TestWaiterLearnsPerCommandAndClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newSim(t, nil, []WaiterOption{withWaiterMetrics(m)}, hcloudtest.WithActionDuration("create_server", 3*time.Second))
+	s := newSim(t, nil, []Option{withMetrics(m)}, hcloudtest.WithActionDuration("create_server", 3*time.Second))
 	if errs, _ := s.run(s.wait("cx23/fsn1", createRaw(t, s.client, "small"))); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -504,8 +503,7 @@ func TestWaiterSharedActionsAndCancellation(t *testing.T) {
 				}
 			}
 			// Every action finished; the waiter holds nothing.
-			e := &env{t: t}
-			e.eventually("the waiter to forget every action", 0, func() bool {
+			eventually(t, "the waiter to forget every action", func() bool {
 				s.w.mu.Lock()
 				defer s.w.mu.Unlock()
 				return len(s.w.byID) == 0
