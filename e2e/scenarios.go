@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -362,12 +363,45 @@ func LoopAtScale(t *testing.T, kind Provider, size, loops int) {
 	w.stats = stats{start: time.Now()}
 	w.provider.spent.Store(0)
 	w.provider.calls.Store(0)
+	// A provider in another process (serve) reports that process's CPU
+	// time; in process, the provider's share is the time inside its calls.
+	cpu, hasCPU := w.provider.current().(interface{ CPUTime() (time.Duration, error) })
+	var cpu0 time.Duration
+	if hasCPU {
+		var err error
+		if cpu0, err = cpu.CPUTime(); err != nil {
+			t.Fatalf("provider CPU time: %v", err)
+		}
+	}
 	for range loops {
 		w.runOnce()
 	}
+	serverCPU := "n/a"
+	if hasCPU {
+		cpu1, err := cpu.CPUTime()
+		if err != nil {
+			t.Fatalf("provider CPU time: %v", err)
+		}
+		serverCPU = fmt.Sprintf("%.0f", float64(((cpu1-cpu0)/time.Duration(loops)).Microseconds())/1000)
+	}
 	spent := time.Duration(w.provider.spent.Load())
 	perLoop := w.stats.loopTime / time.Duration(loops)
-	t.Logf("RESULT loop-at-scale provider=%s nodes=%d loops=%d loop_ms=%.1f provider_ms=%.1f share=%.0f%% calls_per_loop=%d requests=%d",
-		kind.Name(), size, loops, float64(perLoop.Microseconds())/1000, float64((spent/time.Duration(loops)).Microseconds())/1000,
-		100*float64(spent)/float64(max(w.stats.loopTime, 1)), w.provider.calls.Load()/int64(loops), len(w.fake.Requests()))
+	t.Logf("RESULT loop-at-scale provider=%s nodes=%d loops=%d loop_ms=%.1f loop_median_ms=%.1f provider_ms=%.1f share=%.0f%% server_cpu_ms_per_loop=%s calls_per_loop=%d requests=%d",
+		kind.Name(), size, loops, float64(perLoop.Microseconds())/1000, float64(median(w.stats.loopTimes).Microseconds())/1000,
+		float64((spent/time.Duration(loops)).Microseconds())/1000,
+		100*float64(spent)/float64(max(w.stats.loopTime, 1)), serverCPU, w.provider.calls.Load()/int64(loops), len(w.fake.Requests()))
+}
+
+// median returns the middle duration of ds (the mean of the two middle
+// ones for an even count); 0 for none.
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

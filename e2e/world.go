@@ -113,10 +113,11 @@ func (w *world) placementGroupID(name string) int64 { return w.placementGroups[n
 
 // stats are the figures a scenario records.
 type stats struct {
-	loops    int
-	loopTime time.Duration // inside RunOnce
-	loopErrs int
-	start    time.Time
+	loops     int
+	loopTime  time.Duration   // inside RunOnce
+	loopTimes []time.Duration // of each RunOnce
+	loopErrs  int
+	start     time.Time
 }
 
 type kubeClients = integration.FakeSet
@@ -367,7 +368,9 @@ func (w *world) runOnce() {
 	w.waitSynced()
 	start := time.Now()
 	err := w.ca.RunOnce(w.ctx, start)
-	w.stats.loopTime += time.Since(start)
+	took := time.Since(start)
+	w.stats.loopTime += took
+	w.stats.loopTimes = append(w.stats.loopTimes, took)
 	w.stats.loops++
 	if err != nil {
 		w.stats.loopErrs++
