@@ -1,6 +1,7 @@
 package externalgrpc
 
 import (
+	"fmt"
 	"testing"
 
 	"k8s.io/autoscaler/cluster-autoscaler/cloudprovider/hetzner"
@@ -15,6 +16,15 @@ import (
 func TestBuiltin(t *testing.T) {
 	for _, sc := range e2e.Scenarios {
 		t.Run(sc.Name, func(t *testing.T) { sc.Run(t, builtinKind{}) })
+	}
+}
+
+// TestBuiltinAtScale measures the loop over the built-in provider at the
+// cluster sizes listed in $E2E_SCALE (e.g. "1000,5000"); it is skipped
+// without.
+func TestBuiltinAtScale(t *testing.T) {
+	for _, size := range e2e.ScaleSizes(t) {
+		t.Run(fmt.Sprint(size), func(t *testing.T) { e2e.LoopAtScale(t, builtinKind{}, size, 10) })
 	}
 }
 
