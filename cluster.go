@@ -60,7 +60,8 @@ type Cluster struct {
 // setting it concerns. Deprecated server types and images, a server type
 // sold out in its location (its pool starts with the offering marked
 // unavailable, as after a capacity error) and a placement group short of
-// room are warnings ([Cluster.Warnings], also logged), not errors.
+// room are warnings ([Cluster.Warnings], also logged, and logged too when
+// New fails on something else), not errors.
 //
 // New makes about one request per reference plus one server listing and one
 // server-type listing. Close the Cluster to stop its background work.
@@ -103,14 +104,17 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		imageresolve.WithLogger(o.logger),
 	)
 	c.presence = newPresenceCache(&c.client.Server, o.clock)
-	if err := c.start(ctx, &o); err != nil {
+	err := c.start(ctx, &o)
+	// The warnings found so far are logged whether or not the Cluster
+	// starts: they may explain why it did not.
+	for _, w := range c.warnings {
+		c.log.Warn(w)
+	}
+	if err != nil {
 		// Close releases whatever start got to: pools, waiter, caches and
 		// metrics registrations.
 		_ = c.Close(context.Background())
 		return nil, err
-	}
-	for _, w := range c.warnings {
-		c.log.Warn(w)
 	}
 	c.resume()
 	return c, nil

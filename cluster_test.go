@@ -11,6 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
@@ -448,4 +451,23 @@ func TestPoolForNodeMapsEveryInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkAll("running", true)
+}
+
+// TestNewLogsWarningsWhenItFails: a configuration warning is logged even
+// when New fails on a missing reference, since it may explain the failure.
+func TestNewLogsWarningsWhenItFails(t *testing.T) {
+	p := newProject(t)
+	cfg := p.load(t, healthyClusterConfig(), map[string]string{
+		config.EnvServerCreationTimeout: "0", // a warning: 0 means the default
+		"HCLOUD_NETWORK":                "nope",
+	}, healthyNodes)
+	core, logs := observer.New(zapcore.WarnLevel)
+	c, err := hcloudscale.New(context.Background(), cfg, fastClient(), hcloudscale.WithLogger(zap.New(core)))
+	if err == nil {
+		c.Close(context.Background())
+		t.Fatal("New succeeded with a missing network")
+	}
+	if n := logs.FilterMessageSnippet(config.EnvServerCreationTimeout + ": 0 means the default").Len(); n != 1 {
+		t.Errorf("the configuration's warning was logged %d times; want once. Logs: %v", n, logs.All())
+	}
 }

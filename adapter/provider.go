@@ -220,11 +220,6 @@ func New(ctx context.Context, discovery cloudprovider.NodeGroupDiscoveryOptions,
 	copts := append([]hcloudscale.Option{hcloudscale.WithLogger(o.logger)}, o.clusterOpts...)
 	cluster, err := hcloudscale.New(ctx, cfg, copts...)
 	if err != nil {
-		// The Cluster logs the configuration's warnings only once it
-		// starts; they may explain why it did not.
-		for _, w := range cfg.Warnings {
-			log.Warn(w)
-		}
 		return nil, err
 	}
 
