@@ -62,6 +62,10 @@ const benchNodes = 5000
 // line "stats" on stdin with "<cpu ns> <mallocs>" and exits when stdin
 // closes.
 func benchServe(tlsDir string) error {
+	// As `hcloudscale serve` does: one processor unless GOMAXPROCS is set.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	endpoint, token := os.Getenv(benchServeEnv+"_ENDPOINT"), os.Getenv(benchServeEnv+"_TOKEN")
 	doc, err := json.Marshal(clusterConfig())
 	if err != nil {

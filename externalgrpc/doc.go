@@ -115,13 +115,19 @@
 // The autoscaler's externalgrpc client calls NodeGroupForNode once per node
 // on every loop (it drops that cache on each Refresh) and
 // NodeGroupGetOptions several times per node; at 5,000 nodes that is about
-// 25,000 calls every scan interval. [Server.ServerOptions], which the
+// 35,000 calls every scan interval. [Server.ServerOptions], which the
 // serve command uses, keeps each of them cheap: a codec that decodes of a
 // NodeGroupForNode request only the provider ID, the name and the two
 // labels the server reads (not the node's other labels and annotations),
 // stream workers instead of a goroutine per call, metrics looked up once
 // per method, and debug fields built only when debug logging is on.
-// BENCHMARKS.md has the server's CPU time and allocations per call.
+// What remains is gRPC's and the kernel's: reading and writing the
+// connection and waking the goroutines that do it. A process that serves
+// the autoscaler's calls does best on one processor (GOMAXPROCS=1, which
+// the serve command sets unless the environment does): the calls come one
+// at a time, and with a second processor each hands its goroutines
+// between two threads. BENCHMARKS.md has the server's CPU time and
+// allocations per call.
 //
 // # Pricing
 //

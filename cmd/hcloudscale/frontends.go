@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -124,8 +125,10 @@ func (fe *frontends) run(name string, serveFn func() error) {
 	}()
 }
 
-func (fe *frontends) logServing(log *zap.Logger, ls *listeners, tls bool, pools int) {
-	fields := []zap.Field{zap.String("listen", ls.main.Addr().String()), zap.Bool("tls", tls), zap.Int("pools", pools)}
+func (fe *frontends) logServing(log *zap.Logger, ls *listeners, tls bool, pools int, f *serveFlags) {
+	fields := []zap.Field{zap.String("listen", ls.main.Addr().String()), zap.Bool("tls", tls), zap.Int("pools", pools),
+		zap.String("list_ttl", f.listTTL.String()), zap.String("poll_interval", f.pollInterval.String()),
+		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0))}
 	if fe.healthLis != nil {
 		fields = append(fields, zap.String("health_listen", fe.healthLis.Addr().String()))
 	}

@@ -33,6 +33,8 @@ type serveFlags struct {
 	rpcTimeout                   time.Duration
 	drainTimeout                 time.Duration
 	shutdownTimeout              time.Duration
+	listTTL                      time.Duration
+	pollInterval                 time.Duration
 	leader                       leaderFlags
 	labels                       labelFlags
 }
@@ -52,6 +54,8 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.DurationVar(&f.rpcTimeout, "rpc-timeout", externalgrpc.DefaultCallTimeout, "bound on the work of one call; keep it below the autoscaler's grpc_timeout (5s)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long calls in progress may finish before the service stops")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 2*time.Minute, "on SIGTERM, how long server creates in flight may run to a safe point before they are cancelled")
+	fs.DurationVar(&f.listTTL, "list-ttl", hcloudscale.DefaultListTTL, "base time between two listings of the project's servers: changes made by others (a server deleted in the console, a power cycle) show after it, or later while the listing budget of 180 requests per hour needs more time for a listing of many pages")
+	fs.DurationVar(&f.pollInterval, "poll-interval", hcloudscale.DefaultPollInterval, "shortest time between two polls of the actions of creates and deletes in flight")
 	f.leader.register(fs)
 	return fs, f
 }
@@ -120,7 +124,8 @@ func (f *serveFlags) check() error {
 	for _, d := range []struct {
 		name  string
 		value time.Duration
-	}{{"rpc-timeout", f.rpcTimeout}, {"drain-timeout", f.drainTimeout}, {"shutdown-timeout", f.shutdownTimeout}} {
+	}{{"rpc-timeout", f.rpcTimeout}, {"drain-timeout", f.drainTimeout}, {"shutdown-timeout", f.shutdownTimeout},
+		{"list-ttl", f.listTTL}, {"poll-interval", f.pollInterval}} {
 		if d.value <= 0 {
 			errs = append(errs, fmt.Errorf("--%s %s: must be positive", d.name, d.value))
 		}
@@ -194,7 +199,7 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 
 	fe := newFrontends(f, b, reg, ls, serverTLS)
 	fe.start(ls, b.lead)
-	fe.logServing(log, ls, serverTLS != nil, len(cfg.Pools))
+	fe.logServing(log, ls, serverTLS != nil, len(cfg.Pools), f)
 	errs := awaitEnd(ctx, b.lead, fe, log)
 	b.lead.demote()
 	errs = append(errs, fe.stop(f.drainTimeout)...)
@@ -238,6 +243,7 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 	// previous process left unfinished; lead is set before any call comes.
 	b := &backend{log: log}
 	cluster, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithRegisterer(reg),
+		hcloudscale.WithListTTL(f.listTTL), hcloudscale.WithPollInterval(f.pollInterval),
 		hcloudscale.WithResumeWhen(func() bool { return !f.leader.enabled || (b.lead != nil && b.lead.leads()) }))
 	if err != nil {
 		return nil, fmt.Errorf("checking the configuration against the API: %w", err)

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -88,8 +89,10 @@ func TestServeFlagValidation(t *testing.T) {
 		{"listen without port", []string{nodes, "--listen", "127.0.0.1"}, exitUsage, []string{`--listen "127.0.0.1": want host:port`}},
 		{"TLS incomplete", []string{nodes, "--tls-cert", "tls.crt", "--tls-key", "tls.key"}, exitUsage, []string{"go together"}},
 		{"TLS and insecure", []string{nodes, "--tls-cert", "a", "--tls-key", "b", "--tls-client-ca", "c", "--insecure"}, exitUsage, []string{"--insecure contradicts"}},
-		{"bad log settings and timeouts, all reported", []string{nodes, "--log-level", "loud", "--log-format", "xml", "--shutdown-timeout", "0s", "--metrics-listen", "8085"},
-			exitUsage, []string{`--log-level "loud"`, `--log-format "xml"`, "--shutdown-timeout 0s: must be positive", `--metrics-listen "8085"`}},
+		{"bad log settings and timeouts, all reported", []string{nodes, "--log-level", "loud", "--log-format", "xml", "--shutdown-timeout", "0s", "--metrics-listen", "8085",
+			"--list-ttl", "0s", "--poll-interval", "-1s"},
+			exitUsage, []string{`--log-level "loud"`, `--log-format "xml"`, "--shutdown-timeout 0s: must be positive", `--metrics-listen "8085"`,
+				"--list-ttl 0s: must be positive", "--poll-interval -1s: must be positive"}},
 		// The flags below pass; the empty environment then fails with 1.
 		{"loopback IPv4", []string{nodes, "--listen", "127.0.0.1:0", "--metrics-listen", ""}, exitFailure, []string{"HCLOUD_TOKEN"}},
 		{"loopback IPv6", []string{nodes, "--listen", "[::1]:0", "--metrics-listen", ""}, exitFailure, []string{"HCLOUD_TOKEN"}},
@@ -167,7 +170,7 @@ func testServeLifecycle(t *testing.T, mtls bool) {
 		config.EnvClusterConfig: base64.StdEncoding.EncodeToString(doc),
 	}, nil)
 	args := []string{"--nodes", "0:3:cx23:fsn1:workers", "--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0",
-		"--metrics-listen", "127.0.0.1:0", "--shutdown-timeout", "30s"}
+		"--metrics-listen", "127.0.0.1:0", "--shutdown-timeout", "30s", "--list-ttl", "90s", "--poll-interval", "250ms"}
 	clientCreds := insecure.NewCredentials()
 	var noCertCreds credentials.TransportCredentials
 	if mtls {
@@ -184,6 +187,12 @@ func testServeLifecycle(t *testing.T, mtls bool) {
 	go func() { exited <- runServe(ctx, args, io.Discard, stderr, env) }()
 
 	serving := waitForLog(t, stderr, exited, "serving")
+	if serving["list_ttl"] != "1m30s" || serving["poll_interval"] != "250ms" {
+		t.Errorf("serving with list_ttl %v and poll_interval %v; want the flags' 1m30s and 250ms", serving["list_ttl"], serving["poll_interval"])
+	}
+	if serving["gomaxprocs"] != float64(runtime.GOMAXPROCS(0)) {
+		t.Errorf("serving reports gomaxprocs %v; want %d", serving["gomaxprocs"], runtime.GOMAXPROCS(0))
+	}
 	dial := func(addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
 		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
@@ -376,5 +385,31 @@ func writeFile(t *testing.T, name string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(name, data, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestServeRunsOnOneProcessor(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "GOMAXPROCS" {
+				return v
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		args       []string
+		gomaxprocs string
+		want       int
+	}{
+		{[]string{"serve", "--nodes", "0:3:cx23:fsn1:workers"}, "", 1},
+		{[]string{"serve"}, "4", 0}, // the environment decides
+		{[]string{"validate"}, "", 0},
+		{[]string{"demo"}, "", 0},
+		{nil, "", 0},
+	} {
+		if got := procsFor(tc.args, env(tc.gomaxprocs)); got != tc.want {
+			t.Errorf("procsFor(%q) with GOMAXPROCS=%q = %d; want %d", tc.args, tc.gomaxprocs, got, tc.want)
+		}
 	}
 }
