@@ -132,7 +132,7 @@ func servedMetricNames(t *testing.T) map[string]bool {
 }
 
 // metricRef finds the metric names of ours and hcloud-go's in PromQL.
-var metricRef = regexp.MustCompile(`\b(?:hcloudscale|hcloud)_[A-Za-z0-9_]+\b`)
+var metricRef = regexp.MustCompile(`\b(?:hcloudscale|hcloud)_[A-Za-z0-9_]+\b|\bprocess_cpu_seconds_total\b`)
 
 // TestMonitoringExamples keeps examples/monitoring in step with the code:
 // every metric the dashboard and the alerts query is one serve exposes,
