@@ -303,10 +303,10 @@ func (p *Pool) adoptedDone(s *hcloud.Server) bool {
 	return s.Status == hcloud.ServerStatusRunning || (s.Status == hcloud.ServerStatusOff && !s.Locked)
 }
 
-// awaitStatus polls a server at the waiter's interval until done says so
-// ([Pool.pollServer]); a server that disappears meanwhile fails the
-// create. It is used only for servers adopted after a lost response, whose
-// actions are unknown, so it costs a request per tick for those alone.
+// awaitStatus polls a server until done says so ([Pool.pollServer], at
+// growing pauses); a server that disappears meanwhile fails the create.
+// It is used only for servers adopted after a lost response, whose
+// actions are unknown, so it costs requests for those alone.
 func (p *Pool) awaitStatus(ctx context.Context, server *hcloud.Server, done func(*hcloud.Server) bool) (*hcloud.Server, error) {
 	s, err := p.pollServer(ctx, server, done)
 	if err == nil && s == nil {

@@ -72,8 +72,8 @@
 // request that failed on the way after its last attempt (or ran into the
 // creation timeout), so a server the API made anyway is found and cleaned
 // up. An adopted server's actions are unknown, so the flow polls its status
-// (at the waiter's interval) until it runs, and only then counts it as
-// running.
+// (one waiter interval after the first look, then at pauses doubling up to
+// ten intervals) until it runs, and only then counts it as running.
 //
 // A create refused with invalid_input or not_found may name an image that
 // is gone (a snapshot deleted after a newer one was published, within the
@@ -337,7 +337,8 @@
 // ID, counted once in TargetSize, removable with DeleteInstances (the flow
 // then deletes it). Once the flow sees it run it goes into the cache as
 // running, without waiting for the next listing; the flow polls the server
-// at the waiter's interval while an action of unknown ID runs on it. A
+// at pauses doubling from one waiter interval up to ten while an action
+// of unknown ID runs on it. A
 // resumed flow that fails deletes the server and leaves a placeholder, as
 // any create flow does; one whose look-ups fail until the creation timeout
 // leaves the server alone.

@@ -271,3 +271,37 @@ func TestResumeCancelledByDelete(t *testing.T) {
 		t.Errorf("Instances() = %+v; want none", in)
 	}
 }
+
+// TestResumePollsAtGrowingPauses resumes a server that keeps starting (a
+// create flow cut short, or a young server power-cycled by someone) and
+// counts its look-ups: the pause between two doubles up to ten poll
+// intervals, so a long start costs a request per ten intervals, not one
+// per interval. The server is still reported running once it runs.
+func TestResumePollsAtGrowingPauses(t *testing.T) {
+	e := newEnv(t, envOptions{}) // the waiter's interval is 1 ms of wall time
+	id := e.addLeftover("workers", hcloud.ServerStatusStarting, 20*time.Second)
+	p := e.newPool(poolConfig("workers", 0, 5))
+	if _, err := e.cache.Get(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.ResetCounts()
+	start := time.Now()
+	if got := p.Resume(); got != 1 {
+		t.Fatalf("Resume() = %d; want 1", got)
+	}
+	time.Sleep(300 * time.Millisecond)
+	elapsed := time.Since(start)
+	// Pauses of 1, 2, 4 and 8 intervals, then 10: the first look plus
+	// at most 4 + elapsed/10 intervals. Polling every interval would
+	// make about one look per millisecond.
+	if got, most := e.fake.Count("GET /servers/{id}"), 5+int(elapsed/(10*time.Millisecond)); got > most {
+		t.Errorf("%d look-ups of the starting server in %v; want at most %d", got, elapsed.Round(time.Millisecond), most)
+	}
+	if err := e.fake.SetServerStatus(id, hcloud.ServerStatusRunning); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the server to be reported running", 0, func() bool { return p.Status().Running == 1 })
+	if _, ok := e.fake.ServerByID(id); !ok {
+		t.Fatal("the resumed server was deleted")
+	}
+}
