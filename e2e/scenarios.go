@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,17 +82,19 @@ func ScaleFromZero(t *testing.T, kind Provider) {
 }
 
 // FailOver: two pools whose nodes carry the same labels; the
-// autoscaler prefers the first (least waste), whose servers cannot be
-// created. It must back the first off, end with the pods on the second,
+// autoscaler prefers the first (least waste: its type is smaller; or the
+// priority expander, which ranks it higher), whose servers cannot be
+// created. It must back the first off (read from its
+// node_group_backoff_status metric), end with the pods on the second,
 // and leave no placeholder instance and no server behind.
 func FailOver(t *testing.T, kind Provider) {
 	cases := []struct {
 		name           string
 		placementGroup string
-		fault          func(w *world)
+		fault          func(w *world, first poolSpec)
 	}{
-		{name: "sold out", fault: func(w *world) { w.fake.SetUnavailable("cx23", "fsn1", true) }},
-		{name: "placement group full", placementGroup: "spread", fault: func(w *world) {
+		{name: "sold out", fault: func(w *world, first poolSpec) { w.fake.SetUnavailable(first.serverType, first.location, true) }},
+		{name: "placement group full", placementGroup: "spread", fault: func(w *world, _ poolSpec) {
 			pg := w.placementGroupID("spread")
 			for i := range hcloudtest.MaxPlacementGroupServers {
 				if _, err := w.fake.AddServer(hcloudtest.ServerInfo{Name: fmt.Sprintf("other-%d", i), PlacementGroup: pg}); err != nil {
@@ -100,27 +103,71 @@ func FailOver(t *testing.T, kind Provider) {
 			}
 		}},
 	}
+	expanders := []struct {
+		name                  string
+		firstType, secondType string
+		secondServers         int // what the pods need on the second pool
+		opts                  []worldOption
+	}{
+		// least-waste prefers the first pool: its type fits a pod of
+		// 1.5 cores with the least left over.
+		{name: "least-waste", firstType: "cx23", secondType: "cx33", secondServers: 2},
+		// priority prefers the first pool although least-waste would
+		// choose the second: the first is tried only if the priority
+		// expander chooses.
+		{name: "priority", firstType: "cx33", secondType: "cpx11", secondServers: 3,
+			opts: []worldOption{withPriorities(map[int][]string{20: {"^first$"}, 10: {"^second$"}})}},
+	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			worker := map[string]string{"role": "worker"}
-			w := newWorld(t, kind, []poolSpec{
-				{name: "first", serverType: "cx23", location: "fsn1", max: 5, labels: worker, placementGroup: tc.placementGroup},
-				{name: "second", serverType: "cx33", location: "nbg1", max: 5, labels: worker},
-			}, withBackoff)
-			tc.fault(w)
-			w.addPods(pods("web", 3, WithNodeSelector(worker))...)
-			w.loopUntil("pods bound on the second pool", 60*time.Second, func() bool {
-				return w.boundOn("web-", "second") == 3
-			}, func() { w.atMost("first", 0); w.atMost("second", 2) })
-			w.loopUntil("no placeholder left", 20*time.Second, func() bool {
-				return len(w.instances("first")) == 0 && w.target("first") == 0
-			}, nil)
-			if n := w.fake.Count("POST /servers"); n > 3+2 {
-				t.Errorf("%d creates, want at most 3 failed and 2 good", n)
-			}
-			w.noLeak()
-			w.record("fail-over/" + tc.name)
-		})
+		for _, ex := range expanders {
+			t.Run(tc.name+"/"+ex.name, func(t *testing.T) {
+				worker := map[string]string{"role": "worker"}
+				first := poolSpec{name: "first", serverType: ex.firstType, location: "fsn1", max: 5, labels: worker, placementGroup: tc.placementGroup}
+				w := newWorld(t, kind, []poolSpec{first,
+					{name: "second", serverType: ex.secondType, location: "nbg1", max: 5, labels: worker},
+				}, append([]worldOption{withBackoff}, ex.opts...)...)
+				tc.fault(w, first)
+				w.addPods(pods("web", 3, WithNodeSelector(worker))...)
+				var firstCreate time.Time
+				// The loops after which the first create was sent and the
+				// second pool had a server.
+				firstAt, secondAt := 0, 0
+				w.loopUntil("pods bound on the second pool", 60*time.Second, func() bool {
+					return w.boundOn("web-", "second") == 3
+				}, func() {
+					w.atMost("first", 0)
+					w.atMost("second", ex.secondServers)
+					if firstCreate.IsZero() && w.fake.Count("POST /servers") > 0 {
+						firstCreate, firstAt = time.Now(), w.stats.loops
+					}
+					if secondAt == 0 && len(w.servers("second")) > 0 {
+						secondAt = w.stats.loops
+					}
+				})
+				// The autoscaler holds the first pool backed off (5 min at
+				// the flag defaults), for the failure it was told of.
+				reasons, err := backoffReasons("first")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(reasons) == 0 {
+					t.Errorf("the first pool is not backed off: the autoscaler never tried it, or did not learn that it failed\n%s", w.describe())
+				}
+				if other, _ := backoffReasons("second"); len(other) != 0 {
+					t.Errorf("the second pool is backed off for %v", other)
+				}
+				t.Logf("first pool backed off for %v; the second pool scaled up %d loop(s) after the first; pods bound on it %v after the first create was sent",
+					reasons, secondAt-firstAt, time.Since(firstCreate).Round(100*time.Millisecond))
+				w.loopUntil("no placeholder left", 20*time.Second, func() bool {
+					return len(w.instances("first")) == 0 && w.target("first") == 0
+				}, nil)
+				if n, most := w.fake.Count("POST /servers"), 3+ex.secondServers; n > most {
+					t.Errorf("%d creates, want at most 3 failed and %d good", n, ex.secondServers)
+				}
+				w.noLeak()
+				w.record(fmt.Sprintf("fail-over/%s/%s backoff_reason=%s fail_over_loops=%d", tc.name, ex.name, strings.Join(reasons, ","), secondAt-firstAt))
+			})
+		}
 	}
 }
 
@@ -373,8 +420,26 @@ func LoopAtScale(t *testing.T, kind Provider, size, loops int) {
 			t.Fatalf("provider CPU time: %v", err)
 		}
 	}
+	// and the calls that reached it (the client answers some from its
+	// caches).
+	rpc, hasRPCs := w.provider.current().(interface{ RPCs() (int64, error) })
+	var rpc0 int64
+	if hasRPCs {
+		var err error
+		if rpc0, err = rpc.RPCs(); err != nil {
+			t.Fatalf("provider RPCs: %v", err)
+		}
+	}
 	for range loops {
 		w.runOnce()
+	}
+	rpcs := "n/a"
+	if hasRPCs {
+		rpc1, err := rpc.RPCs()
+		if err != nil {
+			t.Fatalf("provider RPCs: %v", err)
+		}
+		rpcs = fmt.Sprint((rpc1 - rpc0) / int64(loops))
 	}
 	serverCPU := "n/a"
 	if hasCPU {
@@ -386,10 +451,10 @@ func LoopAtScale(t *testing.T, kind Provider, size, loops int) {
 	}
 	spent := time.Duration(w.provider.spent.Load())
 	perLoop := w.stats.loopTime / time.Duration(loops)
-	t.Logf("RESULT loop-at-scale provider=%s nodes=%d loops=%d loop_ms=%.1f loop_median_ms=%.1f provider_ms=%.1f share=%.0f%% server_cpu_ms_per_loop=%s calls_per_loop=%d requests=%d",
+	t.Logf("RESULT loop-at-scale provider=%s nodes=%d loops=%d loop_ms=%.1f loop_median_ms=%.1f provider_ms=%.1f share=%.0f%% server_cpu_ms_per_loop=%s calls_per_loop=%d rpcs_per_loop=%s requests=%d",
 		kind.Name(), size, loops, float64(perLoop.Microseconds())/1000, float64(median(w.stats.loopTimes).Microseconds())/1000,
 		float64((spent/time.Duration(loops)).Microseconds())/1000,
-		100*float64(spent)/float64(max(w.stats.loopTime, 1)), serverCPU, w.provider.calls.Load()/int64(loops), len(w.fake.Requests()))
+		100*float64(spent)/float64(max(w.stats.loopTime, 1)), serverCPU, w.provider.calls.Load()/int64(loops), rpcs, len(w.fake.Requests()))
 }
 
 // median returns the middle duration of ds (the mean of the two middle

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/cluster-autoscaler/pkg/cloudprovider"
 	"sigs.k8s.io/cluster-autoscaler/pkg/clusterstate/api"
@@ -102,6 +103,8 @@ type world struct {
 	ca       core.Autoscaler
 	options  caconfig.AutoscalingOptions
 	listTTL  time.Duration
+	// priorities, if set, are the priority expander's (withPriorities).
+	priorities map[int][]string
 
 	stats stats
 	bgErr chan error
@@ -159,6 +162,10 @@ func withListTTL(d time.Duration) worldOption {
 func newWorld(t *testing.T, kind Provider, pools []poolSpec, opts ...worldOption) *world {
 	t.Helper()
 	klog.Infof("=== %s", t.Name())
+	registerAutoscalerMetrics()
+	// The metrics are the process's: drop what an earlier scenario's
+	// autoscaler left (a backoff gauge stays at 1 otherwise).
+	legacyregistry.Reset()
 	ctx, cancel := context.WithCancel(context.Background())
 	fake := hcloudtest.NewServer(
 		hcloudtest.WithDefaultActionDuration(actionDuration),
@@ -261,6 +268,9 @@ func (w *world) build() {
 	ca, _, err := integration.DefaultAutoscalingBuilder(w.options, w.infra).WithCloudProvider(w.provider).Build(w.ctx)
 	if err != nil {
 		w.t.Fatalf("build autoscaler: %v", err)
+	}
+	if w.priorities != nil {
+		w.installPriorityExpander(ca)
 	}
 	// As the autoscaler's main does: Start runs the refresh of its
 	// instances cache in the background.

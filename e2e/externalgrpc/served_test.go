@@ -5,6 +5,7 @@
 package externalgrpc
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,8 +97,33 @@ func (*servedKind) Name() string { return "externalgrpc" }
 // served is a client with the serve process behind it.
 type served struct {
 	cloudprovider.CloudProvider
-	cmd  *exec.Cmd
-	done chan error
+	cmd     *exec.Cmd
+	done    chan error
+	metrics string // URL of serve's /metrics
+}
+
+// RPCs is the number of externalgrpc calls serve has answered so far: the
+// sum of its hcloudscale_externalgrpc_requests_total.
+func (p *served) RPCs() (int64, error) {
+	resp, err := http.Get(p.metrics)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var n float64
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "hcloudscale_externalgrpc_requests_total{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", p.metrics, line, err)
+		}
+		n += v
+	}
+	return int64(n), sc.Err()
 }
 
 // CPUTime is the CPU time (user and system) serve has used so far, from
@@ -129,12 +156,11 @@ func (p *served) CPUTime() (time.Duration, error) {
 
 func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvider, error) {
 	if k.addr == "" {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
-		k.addr = l.Addr().String()
-		_ = l.Close()
+		k.addr = addr
 	}
 	k.n++
 	logPath := filepath.Join(work, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(t.Name(), "/", "_"), k.n))
@@ -142,9 +168,19 @@ func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvid
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"serve", "--listen", k.addr, "--metrics-listen", "",
+	metricsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "--listen", k.addr, "--metrics-listen", metricsAddr,
 		"--tls-cert", filepath.Join(work, "server.crt"), "--tls-key", filepath.Join(work, "server.key"),
 		"--tls-client-ca", filepath.Join(work, "ca.crt"), "--log-format", "console"}
+	if s.ListTTL > 0 {
+		args = append(args, "--list-ttl", s.ListTTL.String())
+	}
+	if s.Interval > 0 {
+		args = append(args, "--poll-interval", s.Interval.String())
+	}
 	for _, n := range s.Nodes {
 		args = append(args, "--nodes", n)
 	}
@@ -160,7 +196,7 @@ func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvid
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait(); _ = logFile.Close() }()
-	p := &served{cmd: cmd, done: done}
+	p := &served{cmd: cmd, done: done, metrics: "http://" + metricsAddr + "/metrics"}
 	if err := waitListening(k.addr, done); err != nil {
 		_ = k.Stop(p)
 		out, _ := os.ReadFile(logPath)
@@ -178,6 +214,16 @@ func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvid
 	p.CloudProvider = externalgrpc.BuildExternalGrpc(opts, cloudprovider.NodeGroupDiscoveryOptions{},
 		cloudprovider.NewResourceLimiter(nil, nil))
 	return p, nil
+}
+
+// freeAddr returns a loopback address with a port free at the moment.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // Stop kills serve: a crash, nothing handed over.
