@@ -512,3 +512,29 @@ func TestWaiterSharedActionsAndCancellation(t *testing.T) {
 		})
 	}
 }
+
+// TestAfterIntervals: AfterIntervals(n) fires once n poll intervals have
+// passed on the waiter's clock, also when the clock moves in one step.
+func TestAfterIntervals(t *testing.T) {
+	fake := hcloudtest.NewServer()
+	t.Cleanup(fake.Close)
+	clock := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := New(&fake.Client().Action, WithClock(clock))
+	t.Cleanup(w.Close)
+	for _, n := range []int{0, 1, 3, MaxGapIntervals} {
+		intervals := max(n, 1)
+		ch := w.AfterIntervals(n)
+		clock.Step(time.Duration(intervals)*DefaultPollInterval - time.Millisecond)
+		select {
+		case <-ch:
+			t.Fatalf("AfterIntervals(%d) fired before %d intervals", n, intervals)
+		default:
+		}
+		clock.Step(time.Millisecond)
+		select {
+		case <-ch:
+		case <-time.After(time.Second):
+			t.Fatalf("AfterIntervals(%d) did not fire after %d intervals", n, intervals)
+		}
+	}
+}

@@ -266,6 +266,13 @@ func (w *Waiter) After() <-chan time.Time {
 	return w.clock.After(w.interval)
 }
 
+// AfterIntervals is [Waiter.After] for n poll intervals (at least one):
+// one timer, so that a caller backing off between its polls waits the
+// same on a fake clock stepped at once as on the wall clock.
+func (w *Waiter) AfterIntervals(n int) <-chan time.Time {
+	return w.clock.After(time.Duration(max(n, 1)) * w.interval)
+}
+
 // Close stops polling and waits for the goroutine to end. Callers still
 // waiting get [ErrClosed]. Close is idempotent.
 func (w *Waiter) Close() {

@@ -37,7 +37,7 @@ import (
 
 // The hot-call benchmarks measure what the autoscaler's externalgrpc client
 // costs the server on every loop: NodeGroupForNode once per node and
-// NodeGroupGetOptions several times per node, plus TargetSize and Nodes per
+// NodeGroupGetOptions twice per node, plus TargetSize and Nodes per
 // group. The server runs in a child process (this test binary, started with
 // benchServeEnv set), so that its CPU time and allocations are read from
 // that process alone and the client's work is not counted.

@@ -58,7 +58,7 @@ type group struct {
 	debug string
 	// noOptions is NodeGroupGetOptions' Unimplemented answer for a pool
 	// without autoscaling options, built once: the autoscaler asks for it
-	// several times per node and loop.
+	// twice per node and loop.
 	noOptions error
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
 
+	"github.com/hcloudscale/hcloudscale/actionwait"
 	"github.com/hcloudscale/hcloudscale/servercache"
 )
 
@@ -304,30 +305,24 @@ func (p *Pool) getServer(ctx context.Context, id int64) (*hcloud.Server, error) 
 	}
 }
 
-// maxServerPollPause bounds the pause between two looks at a server in
-// pollServer, in the waiter's poll intervals: 5 s at the default 500 ms,
-// as long as the waiter lets an overdue action go unpolled.
-const maxServerPollPause = 10
-
 // pollServer looks a server up until done says so, one poll interval of
 // the waiter after the first look and twice as long after each further
-// one, up to maxServerPollPause intervals: a server whose create or start
-// takes a minute costs about 15 requests, not 120, and a restart that
-// resumes many create flows at once does not spend the API budget on
-// them. It returns nil, nil when the server disappeared or is being
-// deleted.
+// one, up to actionwait.MaxGapIntervals (5 s at the default interval, as
+// long as the waiter lets an overdue action go unpolled): a server whose
+// create or start takes a minute costs about 15 requests, not 120, and a
+// restart that resumes many create flows at once does not spend the API
+// budget on them. It returns nil, nil when the server disappeared or is
+// being deleted.
 func (p *Pool) pollServer(ctx context.Context, s *hcloud.Server, done func(*hcloud.Server) bool) (*hcloud.Server, error) {
 	w := p.deps.Waiter
 	pause := 1
 	for !done(s) {
-		for range pause {
-			select {
-			case <-w.After():
-			case <-ctx.Done():
-				return nil, fmt.Errorf("server %s is %s: %w", s.Name, s.Status, ctx.Err())
-			}
+		select {
+		case <-w.AfterIntervals(pause):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("server %s is %s: %w", s.Name, s.Status, ctx.Err())
 		}
-		pause = min(2*pause, maxServerPollPause)
+		pause = min(2*pause, actionwait.MaxGapIntervals)
 		next, _, err := p.deps.Servers.GetByID(ctx, s.ID)
 		switch {
 		case err != nil && ctx.Err() != nil:

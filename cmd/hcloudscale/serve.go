@@ -39,6 +39,9 @@ type serveFlags struct {
 	labels                       labelFlags
 }
 
+// minPollInterval is the shortest --poll-interval serve accepts.
+const minPollInterval = 100 * time.Millisecond
+
 func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	f := &serveFlags{nodes: nodesFlag(fs)}
@@ -54,8 +57,8 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.DurationVar(&f.rpcTimeout, "rpc-timeout", externalgrpc.DefaultCallTimeout, "bound on the work of one call; keep it below the autoscaler's grpc_timeout (5s)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long calls in progress may finish before the service stops")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 2*time.Minute, "on SIGTERM, how long server creates in flight may run to a safe point before they are cancelled")
-	fs.DurationVar(&f.listTTL, "list-ttl", hcloudscale.DefaultListTTL, "base time between two listings of the project's servers: changes made by others (a server deleted in the console, a power cycle) show after it, or later while the listing budget of 180 requests per hour needs more time for a listing of many pages")
-	fs.DurationVar(&f.pollInterval, "poll-interval", hcloudscale.DefaultPollInterval, "shortest time between two polls of the actions of creates and deletes in flight")
+	fs.DurationVar(&f.listTTL, "list-ttl", hcloudscale.DefaultListTTL, "base time between two listings of the project's servers: changes made by others (a server deleted in the console, a power cycle) show after it; the listing budget of 180 requests per hour makes it at least 20s per page of 50 servers")
+	fs.DurationVar(&f.pollInterval, "poll-interval", hcloudscale.DefaultPollInterval, "shortest time between two polls of the actions of creates and deletes in flight; the other pauses of the action waiter and of server status polls are multiples of it; at least 100ms")
 	f.leader.register(fs)
 	return fs, f
 }
@@ -129,6 +132,9 @@ func (f *serveFlags) check() error {
 		if d.value <= 0 {
 			errs = append(errs, fmt.Errorf("--%s %s: must be positive", d.name, d.value))
 		}
+	}
+	if f.pollInterval > 0 && f.pollInterval < minPollInterval {
+		errs = append(errs, fmt.Errorf("--poll-interval %s: must be at least %s: every pause between polls is a multiple of it, and shorter ones spend the API budget", f.pollInterval, minPollInterval))
 	}
 	return errors.Join(errs...)
 }
