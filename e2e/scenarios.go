@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -128,21 +129,11 @@ func FailOver(t *testing.T, kind Provider) {
 				}, append([]worldOption{withBackoff}, ex.opts...)...)
 				tc.fault(w, first)
 				w.addPods(pods("web", 3, WithNodeSelector(worker))...)
-				var firstCreate time.Time
-				// The loops after which the first create was sent and the
-				// second pool had a server.
-				firstAt, secondAt := 0, 0
 				w.loopUntil("pods bound on the second pool", 60*time.Second, func() bool {
 					return w.boundOn("web-", "second") == 3
 				}, func() {
 					w.atMost("first", 0)
 					w.atMost("second", ex.secondServers)
-					if firstCreate.IsZero() && w.fake.Count("POST /servers") > 0 {
-						firstCreate, firstAt = time.Now(), w.stats.loops
-					}
-					if secondAt == 0 && len(w.servers("second")) > 0 {
-						secondAt = w.stats.loops
-					}
 				})
 				// The autoscaler holds the first pool backed off (5 min at
 				// the flag defaults), for the failure it was told of.
@@ -153,11 +144,29 @@ func FailOver(t *testing.T, kind Provider) {
 				if len(reasons) == 0 {
 					t.Errorf("the first pool is not backed off: the autoscaler never tried it, or did not learn that it failed\n%s", w.describe())
 				}
-				if other, _ := backoffReasons("second"); len(other) != 0 {
-					t.Errorf("the second pool is backed off for %v", other)
+				if other, err := backoffReasons("second"); err != nil || len(other) != 0 {
+					t.Errorf("the second pool is backed off for %v (%v)", other, err)
 				}
-				t.Logf("first pool backed off for %v; the second pool scaled up %d loop(s) after the first; pods bound on it %v after the first create was sent",
-					reasons, secondAt-firstAt, time.Since(firstCreate).Round(100*time.Millisecond))
+				// The loops from the first (failed) create sent to the
+				// first server created, in the second pool.
+				var firstCreate, firstServer time.Time
+				for _, r := range w.fake.Requests() {
+					if r.Template != "POST /servers" {
+						continue
+					}
+					if firstCreate.IsZero() {
+						firstCreate = r.Time
+					}
+					if firstServer.IsZero() && r.Status == http.StatusCreated {
+						firstServer = r.Time
+					}
+				}
+				if firstCreate.IsZero() || firstServer.IsZero() {
+					t.Fatalf("creates: first %v, first successful %v; want both", firstCreate, firstServer)
+				}
+				failOverLoops := w.loopAt(firstServer) - w.loopAt(firstCreate)
+				t.Logf("first pool backed off for %v; the second pool's first server created %d loop(s) after the first create; pods bound on it %v after the first create",
+					reasons, failOverLoops, time.Since(firstCreate).Round(100*time.Millisecond))
 				w.loopUntil("no placeholder left", 20*time.Second, func() bool {
 					return len(w.instances("first")) == 0 && w.target("first") == 0
 				}, nil)
@@ -165,7 +174,7 @@ func FailOver(t *testing.T, kind Provider) {
 					t.Errorf("%d creates, want at most 3 failed and %d good", n, ex.secondServers)
 				}
 				w.noLeak()
-				w.record(fmt.Sprintf("fail-over/%s/%s backoff_reason=%s fail_over_loops=%d", tc.name, ex.name, strings.Join(reasons, ","), secondAt-firstAt))
+				w.record(fmt.Sprintf("fail-over/%s/%s backoff_reason=%s fail_over_loops=%d", tc.name, ex.name, strings.Join(reasons, ","), failOverLoops))
 			})
 		}
 	}

@@ -116,11 +116,12 @@ func (w *world) placementGroupID(name string) int64 { return w.placementGroups[n
 
 // stats are the figures a scenario records.
 type stats struct {
-	loops     int
-	loopTime  time.Duration   // inside RunOnce
-	loopTimes []time.Duration // of each RunOnce
-	loopErrs  int
-	start     time.Time
+	loops      int
+	loopTime   time.Duration   // inside RunOnce
+	loopTimes  []time.Duration // of each RunOnce
+	loopStarts []time.Time     // of each RunOnce
+	loopErrs   int
+	start      time.Time
 }
 
 type kubeClients = integration.FakeSet
@@ -367,6 +368,18 @@ func (w *world) restartAutoscaler() {
 	w.build()
 }
 
+// loopAt returns the number of the loop running or last run at t: the
+// count of loops started at or before t.
+func (w *world) loopAt(t time.Time) int {
+	n := 0
+	for _, s := range w.stats.loopStarts {
+		if !s.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
 // runOnce runs one autoscaler loop once the informers have caught up.
 func (w *world) runOnce() {
 	w.t.Helper()
@@ -381,6 +394,7 @@ func (w *world) runOnce() {
 	took := time.Since(start)
 	w.stats.loopTime += took
 	w.stats.loopTimes = append(w.stats.loopTimes, took)
+	w.stats.loopStarts = append(w.stats.loopStarts, start)
 	w.stats.loops++
 	if err != nil {
 		w.stats.loopErrs++

@@ -110,6 +110,9 @@ func (p *served) RPCs() (int64, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: %s", p.metrics, resp.Status)
+	}
 	var n float64
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
@@ -156,11 +159,11 @@ func (p *served) CPUTime() (time.Duration, error) {
 
 func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvider, error) {
 	if k.addr == "" {
-		addr, err := freeAddr()
+		addrs, err := freeAddrs(1)
 		if err != nil {
 			return nil, err
 		}
-		k.addr = addr
+		k.addr = addrs[0]
 	}
 	k.n++
 	logPath := filepath.Join(work, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(t.Name(), "/", "_"), k.n))
@@ -168,7 +171,7 @@ func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvid
 	if err != nil {
 		return nil, err
 	}
-	metricsAddr, err := freeAddr()
+	metricsAddr, err := freeMetricsAddr(k.addr)
 	if err != nil {
 		return nil, err
 	}
@@ -216,14 +219,32 @@ func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvid
 	return p, nil
 }
 
-// freeAddr returns a loopback address with a port free at the moment.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// freeAddrs returns n loopback addresses with distinct ports free at the
+// moment: the listeners stay open until all are chosen.
+func freeAddrs(n int) ([]string, error) {
+	var addrs []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
+}
+
+// freeMetricsAddr returns a free loopback address other than the service's
+// address taken.
+func freeMetricsAddr(taken string) (string, error) {
+	addrs, err := freeAddrs(2)
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	if addrs[0] != taken {
+		return addrs[0], nil
+	}
+	return addrs[1], nil
 }
 
 // Stop kills serve: a crash, nothing handed over.
