@@ -180,9 +180,10 @@ func TestWaiterPollsPerTickNotPerServer(t *testing.T) {
 			e.eventually("waiter to hold every action", 0, func() bool { return e.waiter.Pending() == 2*n })
 			ticks := 0
 			for !settled(p) && ticks < 20 {
-				// Step only once the waiter sleeps on the clock, so that
-				// every Step is exactly one tick.
-				e.eventually("the waiter to arm its tick", 0, func() bool { return e.ticker.count() > ticks || settled(p) })
+				// Step only while the waiter sleeps on the clock (its
+				// timer may span several intervals), so that no Step
+				// passes while it polls.
+				e.eventually("the waiter to sleep on the clock", 0, func() bool { return e.ticker.sleeping() || settled(p) })
 				if settled(p) {
 					break
 				}

@@ -46,26 +46,31 @@ type env struct {
 	ticker *countingClock // set with envOptions.manualTicks
 }
 
-// countingClock schedules the waiter's ticks on the fake clock and counts
-// them, so a test knows when the waiter is armed for the next Step.
+// countingClock schedules the waiter's timers on the fake clock and
+// remembers the latest, so a test knows when the waiter sleeps on it and
+// may Step.
 type countingClock struct {
 	*testingclock.FakeClock
-	mu    sync.Mutex // guards armed
+	mu    sync.Mutex // guards armed and last
 	armed int
+	last  time.Time // when the latest timer fires
 }
 
 func (c *countingClock) After(d time.Duration) <-chan time.Time {
-	ch := c.FakeClock.After(d)
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.FakeClock.After(d)
 	c.armed++
-	c.mu.Unlock()
+	c.last = c.FakeClock.Now().Add(d)
 	return ch
 }
 
-func (c *countingClock) count() int {
+// sleeping reports whether the latest timer armed has not fired yet: the
+// waiter sleeps on the clock, and a Step moves it on.
+func (c *countingClock) sleeping() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.armed
+	return c.armed > 0 && c.last.After(c.FakeClock.Now())
 }
 
 type envOptions struct {
