@@ -263,7 +263,7 @@ func (w *Waiter) Pending() int {
 // the waiter's clock, for callers that poll something else at the
 // waiter's pace, such as a server's status.
 func (w *Waiter) After() <-chan time.Time {
-	return w.clock.After(w.interval)
+	return w.AfterIntervals(1)
 }
 
 // AfterIntervals is [Waiter.After] for n poll intervals (at least one):

@@ -47,22 +47,19 @@ type env struct {
 }
 
 // countingClock schedules the waiter's timers on the fake clock and
-// remembers the latest, so a test knows when the waiter sleeps on it and
-// may Step.
+// remembers when the latest fires, so a test knows when the waiter (or a
+// flow pausing at its pace) sleeps on it and for how long.
 type countingClock struct {
 	*testingclock.FakeClock
-	mu    sync.Mutex // guards armed and last
-	armed int
-	last  time.Time // when the latest timer fires
+	mu   sync.Mutex // guards last
+	last time.Time  // when the latest timer fires; zero before the first
 }
 
 func (c *countingClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch := c.FakeClock.After(d)
-	c.armed++
 	c.last = c.FakeClock.Now().Add(d)
-	return ch
+	return c.FakeClock.After(d)
 }
 
 // sleeping reports whether the latest timer armed has not fired yet: the
@@ -70,7 +67,14 @@ func (c *countingClock) After(d time.Duration) <-chan time.Time {
 func (c *countingClock) sleeping() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.armed > 0 && c.last.After(c.FakeClock.Now())
+	return c.last.After(c.FakeClock.Now())
+}
+
+// pause returns how long until the latest timer fires.
+func (c *countingClock) pause() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last.Sub(c.FakeClock.Now())
 }
 
 type envOptions struct {

@@ -3,11 +3,13 @@ package pool
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 
+	"github.com/hcloudscale/hcloudscale/actionwait"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 )
@@ -274,35 +276,45 @@ func TestResumeCancelledByDelete(t *testing.T) {
 
 // TestResumePollsAtGrowingPauses resumes a server that keeps starting (a
 // create flow cut short, or a young server power-cycled by someone) and
-// counts its look-ups: the pause between two doubles up to ten poll
-// intervals, so a long start costs a request per ten intervals, not one
-// per interval. The server is still reported running once it runs.
+// measures the pause before each look-up on the waiter's clock: one poll
+// interval, then doubling up to the waiter's MaxGapIntervals, so a long
+// start costs a request per ten intervals, not one per interval. The
+// server is still reported running once it runs.
 func TestResumePollsAtGrowingPauses(t *testing.T) {
-	e := newEnv(t, envOptions{}) // the waiter's interval is 1 ms of wall time
+	e := newEnv(t, envOptions{manualTicks: true}) // the waiter's timers on the fake clock
 	id := e.addLeftover("workers", hcloud.ServerStatusStarting, 20*time.Second)
 	p := e.newPool(poolConfig("workers", 0, 5))
 	if _, err := e.cache.Get(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	e.fake.ResetCounts()
-	start := time.Now()
 	if got := p.Resume(); got != 1 {
 		t.Fatalf("Resume() = %d; want 1", got)
 	}
-	time.Sleep(300 * time.Millisecond)
-	elapsed := time.Since(start)
-	// Pauses of 1, 2, 4 and 8 intervals, then 10: the first look plus
-	// at most 4 + elapsed/10 intervals. Polling every interval would
-	// make about one look per millisecond. (An upper bound only: pauses
-	// growing without the cap would pass too; the cap is the waiter's
-	// MaxGapIntervals, and the look after the server runs below comes
-	// within it.)
-	if got, most := e.fake.Count("GET /servers/{id}"), 5+int(elapsed/(10*time.Millisecond)); got > most {
-		t.Errorf("%d look-ups of the starting server in %v; want at most %d", got, elapsed.Round(time.Millisecond), most)
+	iv := actionwait.DefaultPollInterval
+	want := []time.Duration{iv, 2 * iv, 4 * iv, 8 * iv, 10 * iv, 10 * iv, 10 * iv}
+	var got []time.Duration
+	for i := range want {
+		// The flow looked the server up (once on resuming, then once per
+		// pause) and sleeps on the clock until the next look.
+		e.eventually("the flow to sleep before its next look-up", 0, func() bool {
+			return e.fake.Count("GET /servers/{id}") == i+1 && e.ticker.sleeping()
+		})
+		pause := e.ticker.pause()
+		got = append(got, pause)
+		e.clock.Step(pause)
 	}
+	if !slices.Equal(got, want) {
+		t.Errorf("pauses before each look-up %v; want %v", got, want)
+	}
+	// The server runs: the look-up after the current pause finds it.
+	e.eventually("the flow to sleep before its next look-up", 0, func() bool {
+		return e.fake.Count("GET /servers/{id}") == len(want)+1 && e.ticker.sleeping()
+	})
 	if err := e.fake.SetServerStatus(id, hcloud.ServerStatusRunning); err != nil {
 		t.Fatal(err)
 	}
+	e.clock.Step(e.ticker.pause())
 	e.eventually("the server to be reported running", 0, func() bool { return p.Status().Running == 1 })
 	if _, ok := e.fake.ServerByID(id); !ok {
 		t.Fatal("the resumed server was deleted")
