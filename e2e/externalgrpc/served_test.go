@@ -88,8 +88,8 @@ func TestServe(t *testing.T) {
 // (BuildExternalGrpc with a --cloud-config file). A restart starts a new
 // serve on the same address; the client reconnects.
 type servedKind struct {
-	addr string
-	n    int
+	addr, metricsAddr string
+	n                 int
 }
 
 func (*servedKind) Name() string { return "externalgrpc" }
@@ -159,11 +159,12 @@ func (p *served) CPUTime() (time.Duration, error) {
 
 func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvider, error) {
 	if k.addr == "" {
-		addrs, err := freeAddrs(1)
+		// A restarted serve listens on the same addresses.
+		addrs, err := freeAddrs(2)
 		if err != nil {
 			return nil, err
 		}
-		k.addr = addrs[0]
+		k.addr, k.metricsAddr = addrs[0], addrs[1]
 	}
 	k.n++
 	logPath := filepath.Join(work, fmt.Sprintf("%s-%d.log", strings.ReplaceAll(t.Name(), "/", "_"), k.n))
@@ -171,11 +172,7 @@ func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvid
 	if err != nil {
 		return nil, err
 	}
-	metricsAddr, err := freeMetricsAddr(k.addr)
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"serve", "--listen", k.addr, "--metrics-listen", metricsAddr,
+	args := []string{"serve", "--listen", k.addr, "--metrics-listen", k.metricsAddr,
 		"--tls-cert", filepath.Join(work, "server.crt"), "--tls-key", filepath.Join(work, "server.key"),
 		"--tls-client-ca", filepath.Join(work, "ca.crt"), "--log-format", "console"}
 	if s.ListTTL > 0 {
@@ -199,7 +196,7 @@ func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvid
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait(); _ = logFile.Close() }()
-	p := &served{cmd: cmd, done: done, metrics: "http://" + metricsAddr + "/metrics"}
+	p := &served{cmd: cmd, done: done, metrics: "http://" + k.metricsAddr + "/metrics"}
 	if err := waitListening(k.addr, done); err != nil {
 		_ = k.Stop(p)
 		out, _ := os.ReadFile(logPath)
@@ -232,19 +229,6 @@ func freeAddrs(n int) ([]string, error) {
 		addrs = append(addrs, l.Addr().String())
 	}
 	return addrs, nil
-}
-
-// freeMetricsAddr returns a free loopback address other than the service's
-// address taken.
-func freeMetricsAddr(taken string) (string, error) {
-	addrs, err := freeAddrs(2)
-	if err != nil {
-		return "", err
-	}
-	if addrs[0] != taken {
-		return addrs[0], nil
-	}
-	return addrs[1], nil
 }
 
 // Stop kills serve: a crash, nothing handed over.
