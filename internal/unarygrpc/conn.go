@@ -50,7 +50,14 @@ const (
 	// maxPendingPings is the number of PINGs whose acknowledgement may be
 	// held; more are all acknowledged at once.
 	maxPendingPings = 8
+	// drainTimeout bounds each step of closing a connection gracefully:
+	// the wait for the client's acknowledgement of the GOAWAY, and the
+	// wait for the client to close its side after the last answer.
+	drainTimeout = time.Second
 )
+
+// drainPing is the payload of the PING of a graceful stop's first GOAWAY.
+var drainPing = [8]byte{'h', 'c', 's', 'd', 'r', 'a', 'i', 'n'}
 
 // conn is one client connection. Its reader goroutine (serve) reads every
 // frame, runs inline calls and writes control frames; other calls run on
@@ -84,13 +91,14 @@ type conn struct {
 	peerMax uint32 // the client's SETTINGS_MAX_FRAME_SIZE
 	last    uint32 // highest stream the client opened
 	// busy counts the streams open or whose handler still runs (after the
-	// client reset the stream): at maxStreams new streams are refused, so
-	// that resetting streams does not let a client start handlers without
-	// bound.
-	busy     int
-	ready    bool // past the handshake: frames may be written
-	draining bool // GOAWAY sent: no new streams; close when none is left
-	closed   bool
+	// client reset the stream): at twice maxStreams new streams are
+	// refused, so that resetting streams does not let a client start
+	// handlers without bound.
+	busy      int
+	ready     bool // past the handshake: frames may be written
+	goingAway bool // the first GOAWAY of a graceful stop was sent
+	draining  bool // the final GOAWAY was sent: no new streams; close when none is left
+	closed    bool
 
 	// Reader only. Received data is given back to the client's windows
 	// as it arrives (a request's body is bounded by the message size
@@ -179,9 +187,6 @@ func (c *conn) handshake() error {
 	c.fr.MaxHeaderListSize = maxHeaderList
 	c.henc = hpack.NewEncoder(&c.hbuf)
 
-	c.mu.Lock()
-	c.ready = true
-	c.mu.Unlock()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	err := c.fr.WriteSettings(
@@ -194,6 +199,13 @@ func (c *conn) handshake() error {
 	}
 	if err == nil {
 		err = c.bw.Flush()
+	}
+	if err == nil {
+		// Only now may a graceful stop write its GOAWAY: a client reads
+		// the settings first.
+		c.mu.Lock()
+		c.ready = true
+		c.mu.Unlock()
 	}
 	return err
 }
@@ -249,6 +261,9 @@ func (c *conn) handle(f http2.Frame) error {
 		return c.onSettings(f)
 	case *http2.PingFrame:
 		if f.IsAck() {
+			if f.Data == drainPing {
+				c.drain()
+			}
 			return nil
 		}
 		return c.onPing(f.Data)
@@ -383,7 +398,12 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	c.last = id
-	if c.draining || c.closed || c.busy >= maxStreams {
+	if f.Truncated {
+		// Over maxHeaderList, which the client was told: as grpc-go does.
+		c.mu.Unlock()
+		return c.write(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeFrameSize) })
+	}
+	if c.draining || c.closed || len(c.streams) >= maxStreams || c.busy >= 2*maxStreams {
 		c.mu.Unlock()
 		return c.write(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) })
 	}
@@ -659,7 +679,10 @@ func (c *conn) answerSlowly(st *stream, msg []byte) {
 
 // answerError answers with err's status in a trailers-only response.
 func (c *conn) answerError(st *stream, err error, inline bool) {
-	s := status.Convert(err)
+	s, ok := status.FromError(err)
+	if !ok {
+		s = status.FromContextError(err) // as grpc-go: a bare ctx.Err() keeps its code
+	}
 	fields := []hpack.HeaderField{hdrStatus200, hdrContentType, {Name: "grpc-status", Value: codeString(s.Code())}}
 	if msg := s.Message(); msg != "" {
 		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(msg)})
@@ -718,6 +741,15 @@ func (c *conn) closeIfDrainedLocked() {
 	// with a writer).
 	go func() {
 		_ = c.flushPending()
+		// Closing at once could reset the connection with frames of the
+		// client's still unread, and lose the last answer with them.
+		// Close the writing side instead: the client closes its own, the
+		// reader sees the end and closes; a client that does not is cut
+		// off after drainTimeout.
+		if cw, ok := c.nc.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+			time.AfterFunc(drainTimeout, c.close)
+			return
+		}
 		c.close()
 	}()
 }
@@ -810,12 +842,46 @@ func (c *conn) writeGoAway(code http2.ErrCode) {
 }
 
 // goAway tells the client to open no new streams and closes the
-// connection once its calls are answered.
+// connection once its calls are answered, in two steps as grpc-go's
+// server does: a GOAWAY with the highest stream ID and a PING first, so
+// that the calls the client sent before it read the GOAWAY are still
+// served; once the PING is acknowledged (or after drainTimeout), a GOAWAY
+// with the last stream the client opened, after which new streams are
+// refused.
 func (c *conn) goAway() {
 	c.mu.Lock()
 	if c.closed || !c.ready {
 		// Not past the handshake: nothing was served on it yet.
 		c.closeLocked()
+		c.mu.Unlock()
+		return
+	}
+	if c.goingAway {
+		c.mu.Unlock()
+		return
+	}
+	c.goingAway = true
+	c.mu.Unlock()
+	c.wmu.Lock()
+	err := c.fr.WriteGoAway(1<<31-1, http2.ErrCodeNo, nil)
+	if err == nil {
+		err = c.fr.WritePing(false, drainPing)
+	}
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		c.close()
+		return
+	}
+	time.AfterFunc(drainTimeout, c.drain)
+}
+
+// drain is the second step of goAway.
+func (c *conn) drain() {
+	c.mu.Lock()
+	if c.draining || c.closed || !c.goingAway {
 		c.mu.Unlock()
 		return
 	}

@@ -39,6 +39,7 @@ import (
 //	'w' wait until the call's context ends, answer its error's status
 //	    (Inline refuses: an inline method must not wait)
 //	'x' answer an error with a message and details
+//	'd' answer context.DeadlineExceeded as it is
 //	'p' answer the peer, TLS and metadata the handler sees
 //	'h' hold until holdGate is closed, whatever the context says
 //	    (Inline refuses), counting the handlers holding in holding
@@ -95,6 +96,8 @@ func echoHandler(ctx context.Context, req *wrapperspb.BytesValue, inline bool) (
 		<-holdGate
 		holding.Add(-1)
 		return req, nil
+	case 'd':
+		return nil, context.DeadlineExceeded // a bare context error, not a status
 	case 'x':
 		st, _ := status.New(codes.FailedPrecondition, "pool \"α\" is 100% full\nsecond line").WithDetails(durationpb.New(3 * time.Second))
 		return nil, st.Err()

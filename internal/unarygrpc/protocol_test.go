@@ -166,6 +166,34 @@ func TestProtocol(t *testing.T) {
 			return ok && h.StreamID == 3 && h.StreamEnded()
 		})
 	})
+	t.Run("header list over the limit", func(t *testing.T) {
+		c := newRawClient(t, addr)
+		c.hbuf.Reset()
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", inlineMethod}, {":authority", "test"},
+			{"content-type", "application/grpc"}} {
+			_ = c.henc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		// One field in the HPACK table, repeated by index: a small block
+		// that decodes to more than maxHeaderList.
+		big := hpack.HeaderField{Name: "x-big", Value: string(bytes.Repeat([]byte("v"), 3000))}
+		for range maxHeaderList/3000 + 10 {
+			_ = c.henc.WriteField(big)
+		}
+		if c.hbuf.Len() > maxFrame {
+			t.Fatalf("header block of %d bytes, want one frame", c.hbuf.Len())
+		}
+		_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.hbuf.Bytes(), EndStream: true, EndHeaders: true})
+		f := c.until("RST_STREAM", func(f http2.Frame) bool {
+			if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamID == 1 {
+				t.Fatal("a request over the header list limit was answered")
+			}
+			_, ok := f.(*http2.RSTStreamFrame)
+			return ok
+		})
+		if r := f.(*http2.RSTStreamFrame); r.StreamID != 1 || r.ErrCode != http2.ErrCodeFrameSize {
+			t.Errorf("RST_STREAM of stream %d with %v, want stream 1 with FRAME_SIZE_ERROR", r.StreamID, r.ErrCode)
+		}
+	})
 	t.Run("a call in raw frames", func(t *testing.T) {
 		c := newRawClient(t, addr)
 		_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.headerBlock(inlineMethod), EndHeaders: true})
@@ -248,7 +276,8 @@ func FuzzConn(f *testing.F) {
 }
 
 // Streams reset by the client free their slot only when their handler
-// returns: resetting streams does not start handlers without bound.
+// returns: resetting streams does not start handlers without bound (at
+// most twice the streams a client may have open).
 func TestResetStreamsKeepTheirSlotUntilTheHandlerReturns(t *testing.T) {
 	holdGate = make(chan struct{})
 	held.Store(0)
@@ -274,10 +303,10 @@ func TestResetStreamsKeepTheirSlotUntilTheHandlerReturns(t *testing.T) {
 		if r, ok := f.(*http2.RSTStreamFrame); ok && r.ErrCode == http2.ErrCodeRefusedStream {
 			refused++
 		}
-		return refused == streams-maxStreams
+		return refused == streams-2*maxStreams
 	})
-	if n := held.Load(); n > maxStreams {
-		t.Errorf("%d handlers ran at once on one connection; want at most %d", n, maxStreams)
+	if n := held.Load(); n > 2*maxStreams {
+		t.Errorf("%d handlers ran at once on one connection; want at most %d", n, 2*maxStreams)
 	}
 	release()
 	// Once the handlers return, the slots are free again.
@@ -349,5 +378,57 @@ func TestFrameBuffered(t *testing.T) {
 		if got := c.frameBuffered(); got != tc.want {
 			t.Errorf("%s: frameBuffered() = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A graceful stop serves the calls the client sent before it read the
+// GOAWAY: new streams are refused only after the client acknowledged the
+// first GOAWAY's PING.
+func TestGracefulStopServesCallsInFlight(t *testing.T) {
+	s, addr, _ := newTestServer(t, nil)
+	c := newRawClient(t, addr)
+	// A call in progress keeps the connection open through the stop.
+	_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.headerBlock(spawnedMethod), EndHeaders: true})
+	_ = c.fr.WriteData(1, true, grpcMessage([]byte("w")))
+	waitStreams(t, s.openStreams, 1)
+	stopped := make(chan struct{})
+	go func() { s.GracefulStop(); close(stopped) }()
+
+	f := c.until("the first GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
+	if g := f.(*http2.GoAwayFrame); g.LastStreamID != 1<<31-1 || g.ErrCode != http2.ErrCodeNo {
+		t.Fatalf("first GOAWAY: last stream %d, %v; want %d, NO_ERROR", g.LastStreamID, g.ErrCode, 1<<31-1)
+	}
+	ping := c.until("the GOAWAY's PING", func(f http2.Frame) bool { p, ok := f.(*http2.PingFrame); return ok && !p.IsAck() }).(*http2.PingFrame)
+	// A call sent before the client read the GOAWAY.
+	_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: c.headerBlock(inlineMethod), EndHeaders: true})
+	_ = c.fr.WriteData(3, true, grpcMessage([]byte("e3")))
+	c.until("the answer to stream 3", func(f http2.Frame) bool {
+		if r, ok := f.(*http2.RSTStreamFrame); ok && r.StreamID == 3 {
+			t.Fatalf("stream 3, sent before the PING was acknowledged, was reset with %v", r.ErrCode)
+		}
+		h, ok := f.(*http2.MetaHeadersFrame)
+		return ok && h.StreamID == 3 && h.StreamEnded()
+	})
+	_ = c.fr.WritePing(true, ping.Data)
+	f = c.until("the final GOAWAY", func(f http2.Frame) bool { _, ok := f.(*http2.GoAwayFrame); return ok })
+	if g := f.(*http2.GoAwayFrame); g.LastStreamID != 3 {
+		t.Fatalf("final GOAWAY: last stream %d, want 3", g.LastStreamID)
+	}
+	_ = c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 5, BlockFragment: c.headerBlock(inlineMethod), EndHeaders: true})
+	_ = c.fr.WriteData(5, true, grpcMessage([]byte("e5")))
+	f = c.until("the refusal of stream 5", func(f http2.Frame) bool { _, ok := f.(*http2.RSTStreamFrame); return ok })
+	if r := f.(*http2.RSTStreamFrame); r.StreamID != 5 || r.ErrCode != http2.ErrCodeRefusedStream {
+		t.Fatalf("RST_STREAM of stream %d with %v, want stream 5 refused", r.StreamID, r.ErrCode)
+	}
+	select {
+	case <-stopped:
+		t.Fatal("GracefulStop returned with stream 1 in progress")
+	case <-time.After(100 * time.Millisecond):
+	}
+	_ = c.fr.WriteRSTStream(1, http2.ErrCodeCancel)
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("GracefulStop did not return after the last call ended")
 	}
 }

@@ -8,22 +8,31 @@
 // call. This server reads a connection's frames on one goroutine, runs the
 // handlers marked inline (those answering from memory) on it, and writes
 // each answer (headers, message and trailers) with one write, flushed when
-// nothing more is buffered to read. Other handlers run on their own
+// no whole frame is waiting to be read. Other handlers run on their own
 // goroutines, as do answers that do not fit the client's flow-control
-// windows, so the reader never waits on the client.
+// windows, so the reader never waits for the client to open a window (it
+// does wait, like any writer, for a client that stops reading its socket).
 //
 // It implements what a gRPC client needs of a server for unary calls:
 // the connection preface and settings, flow control in both directions,
-// PING, RST_STREAM (cancelling the call's context), GOAWAY on a graceful
-// stop, grpc-timeout deadlines, metadata, peer and TLS information in the
-// handler's context, trailers-only error answers with status details, and
-// the gRPC message framing without compression. Streaming methods answer
-// Unimplemented. Two differences a client may notice: the user-agent
-// header is not passed on as incoming metadata, and a PING is
-// acknowledged within 10 ms rather than at once (grpc-go's client pings
-// after every answer while no PING of its is pending, to estimate the
-// bandwidth; held back, one PING covers the calls of those 10 ms instead
-// of waking the server a second time per call).
+// PING, RST_STREAM (cancelling the call's context), a graceful stop in two
+// GOAWAY steps as grpc-go's (calls sent before the client read the first
+// are served), grpc-timeout deadlines, metadata, peer and TLS information
+// in the handler's context, trailers-only error answers with status
+// details, and the gRPC message framing without compression. Streaming
+// methods answer Unimplemented. What a handler or client may notice
+// against grpc-go's server:
+//   - The incoming metadata holds the request's own headers only:
+//     user-agent, :authority and content-type are not in it, and without
+//     other headers there is none. The context carries no server transport
+//     stream: grpc.Method, SetHeader, SendHeader and SetTrailer do not work
+//     (the interceptor's info has the method).
+//   - A PING is acknowledged within 10 ms rather than at once. grpc-go's
+//     client pings after every answer while no PING of its is pending, to
+//     estimate the bandwidth; held back, one PING covers the calls of those
+//     10 ms instead of waking the server a second time per call.
+//   - Up to twice MAX_CONCURRENT_STREAMS handlers may run on a connection
+//     whose client reset its streams; beyond that new streams are refused.
 package unarygrpc
 
 import (

@@ -66,6 +66,9 @@ func TestCalls(t *testing.T) {
 				if d := st.Details(); len(d) != 1 || d[0].(*durationpb.Duration).AsDuration() != 3*time.Second {
 					t.Errorf("%s: details %v", m, d)
 				}
+				if _, err := call(ctx, cc, m, []byte("d")); status.Code(err) != codes.DeadlineExceeded {
+					t.Errorf("%s: a bare context.DeadlineExceeded answered %v", m, err)
+				}
 			}
 		})
 	}
@@ -190,7 +193,8 @@ func TestRandomInterleavings(t *testing.T) {
 					default:
 						req = append([]byte{'e'}, bytes.Repeat([]byte{byte(w)}, r.IntN(200<<10))...)
 					}
-					ctx, cancel := context.WithCancel(context.Background())
+					// A deadline, so that a hang fails the test instead of stalling it.
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					cancelled := req[0] == 'w' || r.IntN(3) == 0
 					if cancelled {
 						time.AfterFunc(time.Duration(r.IntN(3000))*time.Microsecond, cancel)
@@ -198,7 +202,7 @@ func TestRandomInterleavings(t *testing.T) {
 					out, err := call(ctx, cc, m, req)
 					cancel()
 					switch {
-					case err != nil && cancelled && (status.Code(err) == codes.Canceled || status.Code(err) == codes.DeadlineExceeded):
+					case err != nil && cancelled && status.Code(err) == codes.Canceled:
 					case err != nil:
 						errs <- fmt.Errorf("%s %q…: %v", m, req[:min(len(req), 12)], err)
 						return
