@@ -45,9 +45,13 @@ import (
 //	go test -run '^$' -bench HotCalls -benchtime 3s ./externalgrpc/
 //
 // reports server-µs/call (user+system CPU of the server process) and
-// server-allocs/call next to the client-side ns/op. With
+// server-allocs/call next to the client-side ns/op, for the server of
+// [externalgrpc.Server.NewGRPCServer] ("unary", what serve runs) and for
+// grpc-go's with [externalgrpc.Server.ServerOptions] ("grpc-go"), each
+// over mutual TLS and in plaintext. With
 // HCLOUDSCALE_BENCH_SERVE_CPUPROFILE=<file> the server process writes a CPU
-// profile (of the last sub-benchmark's process) to that file.
+// profile (of the last sub-benchmark's process) to that file, with
+// HCLOUDSCALE_BENCH_SERVE_MEMPROFILE=<file> a profile of its allocations.
 
 // benchServeEnv makes the test binary serve instead of testing; its value
 // is the directory with the TLS material ("" in it means plaintext).
@@ -58,7 +62,8 @@ const benchNodes = 5000
 
 // benchServe runs the server side over the parent's fake project: a pool
 // workers with benchNodes servers, a pool batch with autoscaling options, a
-// Cluster and the gRPC server as serve builds it. It prints its address, then answers each
+// Cluster and the gRPC server as serve builds it (grpc-go's when
+// benchServeEnv_GRPC_GO is set). It prints its address, then answers each
 // line "stats" on stdin with "<cpu ns> <mallocs>" and exits when stdin
 // closes.
 func benchServe(tlsDir string) error {
@@ -100,8 +105,18 @@ func benchServe(tlsDir string) error {
 			return err
 		}
 	}
-	gs := grpc.NewServer(srv.ServerOptions(serverTLS)...)
-	protos.RegisterCloudProviderServer(gs, srv)
+	type grpcServer interface {
+		Serve(net.Listener) error
+		Stop()
+	}
+	var gs grpcServer
+	if os.Getenv(benchServeEnv+"_GRPC_GO") != "" {
+		g := grpc.NewServer(srv.ServerOptions(serverTLS)...)
+		protos.RegisterCloudProviderServer(g, srv)
+		gs = g
+	} else {
+		gs = srv.NewGRPCServer(serverTLS)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -117,6 +132,15 @@ func benchServe(tlsDir string) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if path := os.Getenv(benchServeEnv + "_MEMPROFILE"); path != "" {
+		runtime.MemProfileRate = 512
+		defer func() {
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}()
 	}
 	fmt.Println(lis.Addr().String())
 
@@ -143,11 +167,14 @@ type benchServer struct {
 	addr   string
 }
 
-func startBenchServer(b *testing.B, fake *hcloudtest.Server, tlsDir string) *benchServer {
+func startBenchServer(b *testing.B, fake *hcloudtest.Server, tlsDir string, grpcGo bool) *benchServer {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), benchServeEnv+"="+tlsDir,
 		benchServeEnv+"_ENDPOINT="+fake.URL(), benchServeEnv+"_TOKEN="+fake.Token())
+	if grpcGo {
+		cmd.Env = append(cmd.Env, benchServeEnv+"_GRPC_GO=1")
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -253,13 +280,13 @@ func BenchmarkHotCalls(b *testing.B) {
 	}
 	p := newPKI(b)
 	fake, ids := benchFake(b)
-	for _, transport := range []string{"mtls", "plaintext"} {
-		b.Run(transport, func(b *testing.B) {
+	for _, name := range []string{"unary/mtls", "unary/plaintext", "grpc-go/mtls", "grpc-go/plaintext"} {
+		b.Run(name, func(b *testing.B) {
 			tlsDir, creds := "", insecure.NewCredentials()
-			if transport == "mtls" {
+			if strings.HasSuffix(name, "/mtls") {
 				tlsDir, creds = p.dir, credentials.NewTLS(p.clientTLS(true))
 			}
-			srv := startBenchServer(b, fake, tlsDir)
+			srv := startBenchServer(b, fake, tlsDir, strings.HasPrefix(name, "grpc-go/"))
 			conn, err := grpc.NewClient(srv.addr, grpc.WithTransportCredentials(creds))
 			if err != nil {
 				b.Fatal(err)

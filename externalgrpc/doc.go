@@ -116,19 +116,33 @@
 // on every loop (it drops that cache on each Refresh) and
 // NodeGroupGetOptions twice per node; at 5,000 nodes about 15,000 calls
 // reach the server every scan interval (of about 35,000 provider calls the
-// autoscaler makes, the client answers the rest from its caches). [Server.ServerOptions], which the
-// serve command uses, keeps each of them cheap: a codec that decodes of a
-// NodeGroupForNode request only the provider ID, the name and the two
-// labels the server reads (not the node's other labels and annotations),
-// stream workers instead of a goroutine per call, metrics looked up once
-// per method, and debug fields built only when debug logging is on.
-// What remains is gRPC's and the kernel's: reading and writing the
-// connection and waking the goroutines that do it. A process that serves
-// the autoscaler's calls does best on one processor (GOMAXPROCS=1, which
-// the serve command sets unless the environment does): the calls come one
-// at a time, and with a second processor each hands its goroutines
-// between two threads. BENCHMARKS.md has the server's CPU time and
-// allocations per call.
+// autoscaler makes, the client answers the rest from its caches). Each is
+// answered from memory, so what costs is the call itself. The serve
+// command therefore runs [Server.NewGRPCServer], a gRPC server for unary
+// calls, rather than grpc-go's: grpc-go hands every call from a reader
+// goroutine to a handler goroutine and the answer to a writer goroutine
+// through its control buffer, and that, not the call's work, was most of
+// the server's CPU per call. NewGRPCServer's server reads each connection
+// on one goroutine, runs the calls answered from memory on it, and writes
+// each answer (headers, message, trailers) with one write, flushed when no
+// further request is waiting to be read; Refresh, the calls that change
+// servers, templates and pod prices run on goroutines of their own, and
+// an answer larger than the client's flow-control windows is written by a
+// goroutine that waits for them to open. Per call it costs the server a
+// third to a half less CPU than grpc-go's, and half the allocations
+// (BenchmarkHotCalls; BENCHMARKS.md). grpc-go's server with [Server.ServerOptions] stays
+// available (serve --grpc-server grpc-go).
+//
+// Either way a codec decodes of a NodeGroupForNode request only the
+// provider ID, the name and the two labels the server reads (not the
+// node's other labels and annotations), metrics are looked up once per
+// method, and debug fields are built only when debug logging is on. What
+// remains is the kernel's (reading and writing the connection, the
+// loopback TCP stack behind each write), TLS, HTTP/2 header coding and
+// the Go runtime's wake-ups. A process that serves the autoscaler's calls
+// does best on one processor (GOMAXPROCS=1, which the serve command sets
+// unless the environment does): the calls come one at a time, and with a
+// second processor each wakes a second thread.
 //
 // # Pricing
 //

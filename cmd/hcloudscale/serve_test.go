@@ -94,6 +94,7 @@ func TestServeFlagValidation(t *testing.T) {
 			exitUsage, []string{`--log-level "loud"`, `--log-format "xml"`, "--shutdown-timeout 0s: must be positive", `--metrics-listen "8085"`,
 				"--list-ttl 0s: must be positive", "--poll-interval -1s: must be positive"}},
 		{"poll interval too short", []string{nodes, "--poll-interval", "10ms"}, exitUsage, []string{"--poll-interval 10ms: must be at least 100ms"}},
+		{"unknown gRPC server", []string{nodes, "--grpc-server", "netty"}, exitUsage, []string{`--grpc-server "netty": want unary or grpc-go`}},
 		// The flags below pass; the empty environment then fails with 1.
 		{"loopback IPv4", []string{nodes, "--listen", "127.0.0.1:0", "--metrics-listen", ""}, exitFailure, []string{"HCLOUD_TOKEN"}},
 		{"loopback IPv6", []string{nodes, "--listen", "[::1]:0", "--metrics-listen", ""}, exitFailure, []string{"HCLOUD_TOKEN"}},
@@ -147,16 +148,18 @@ func TestServeHelp(t *testing.T) {
 // on cancellation (SIGTERM) the command waits for a create in flight to
 // finish before it exits with 0.
 func TestServeLifecycle(t *testing.T) {
-	for _, mtls := range []bool{false, true} {
-		name := "plaintext"
-		if mtls {
-			name = "mutual TLS"
+	for _, impl := range []string{grpcServerUnary, grpcServerGRPCGo} {
+		for _, mtls := range []bool{false, true} {
+			name := impl + "/plaintext"
+			if mtls {
+				name = impl + "/mutual TLS"
+			}
+			t.Run(name, func(t *testing.T) { testServeLifecycle(t, impl, mtls) })
 		}
-		t.Run(name, func(t *testing.T) { testServeLifecycle(t, mtls) })
 	}
 }
 
-func testServeLifecycle(t *testing.T, mtls bool) {
+func testServeLifecycle(t *testing.T, impl string, mtls bool) {
 	fake := hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(200 * time.Millisecond))
 	t.Cleanup(fake.Close)
 	doc, err := json.Marshal(map[string]any{
@@ -171,7 +174,7 @@ func testServeLifecycle(t *testing.T, mtls bool) {
 		config.EnvClusterConfig: base64.StdEncoding.EncodeToString(doc),
 	}, nil)
 	args := []string{"--nodes", "0:3:cx23:fsn1:workers", "--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0",
-		"--metrics-listen", "127.0.0.1:0", "--shutdown-timeout", "30s", "--list-ttl", "90s", "--poll-interval", "250ms"}
+		"--metrics-listen", "127.0.0.1:0", "--shutdown-timeout", "30s", "--list-ttl", "90s", "--poll-interval", "250ms", "--grpc-server", impl}
 	clientCreds := insecure.NewCredentials()
 	var noCertCreds credentials.TransportCredentials
 	if mtls {
@@ -190,6 +193,9 @@ func testServeLifecycle(t *testing.T, mtls bool) {
 	serving := waitForLog(t, stderr, exited, "serving")
 	if serving["list_ttl"] != "1m30s" || serving["poll_interval"] != "250ms" {
 		t.Errorf("serving with list_ttl %v and poll_interval %v; want the flags' 1m30s and 250ms", serving["list_ttl"], serving["poll_interval"])
+	}
+	if serving["grpc_server"] != impl {
+		t.Errorf("serving reports grpc_server %v; want %s", serving["grpc_server"], impl)
 	}
 	if serving["gomaxprocs"] != float64(runtime.GOMAXPROCS(0)) {
 		t.Errorf("serving reports gomaxprocs %v; want %d", serving["gomaxprocs"], runtime.GOMAXPROCS(0))
@@ -216,7 +222,11 @@ func testServeLifecycle(t *testing.T, mtls bool) {
 		}
 	}
 
-	provider := protos.NewCloudProviderClient(dial(serving["listen"].(string), clientCreds))
+	mainConn := dial(serving["listen"].(string), clientCreds)
+	if res, err := healthpb.NewHealthClient(mainConn).Check(callCtx(), &healthpb.HealthCheckRequest{}); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("health on --listen = %v, %v; want SERVING", res.GetStatus(), err)
+	}
+	provider := protos.NewCloudProviderClient(mainConn)
 	groups, err := provider.NodeGroups(callCtx(), &protos.NodeGroupsRequest{})
 	if err != nil || len(groups.GetNodeGroups()) != 1 || groups.GetNodeGroups()[0].GetId() != "workers" {
 		t.Fatalf("NodeGroups = %v, %v; want the workers group", groups.GetNodeGroups(), err)
