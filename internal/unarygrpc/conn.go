@@ -11,6 +11,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -83,12 +85,13 @@ type conn struct {
 	pingTimer *time.Timer
 	pingsIn   int // PINGs received, for tests
 
+	peerMax atomic.Uint32 // the client's SETTINGS_MAX_FRAME_SIZE
+
 	mu      sync.Mutex // guards the fields below
 	cond    *sync.Cond // on mu: windows grew, a stream was reset or the connection closed
 	streams map[uint32]*stream
 	sendWin int64  // connection-level send window
 	peerWin int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	peerMax uint32 // the client's SETTINGS_MAX_FRAME_SIZE
 	last    uint32 // highest stream the client opened
 	// busy counts the streams open or whose handler still runs (after the
 	// client reset the stream): at twice maxStreams new streams are
@@ -132,8 +135,9 @@ func newConn(s *Server, raw net.Conn) *conn {
 	c := &conn{
 		s: s, raw: raw, nc: raw,
 		streams: map[uint32]*stream{},
-		sendWin: initialWindow, peerWin: initialWindow, peerMax: maxFrame,
+		sendWin: initialWindow, peerWin: initialWindow,
 	}
+	c.peerMax.Store(maxFrame)
 	c.cond = sync.NewCond(&c.mu)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
@@ -347,9 +351,7 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 			c.cond.Broadcast()
 			c.mu.Unlock()
 		case http2.SettingMaxFrameSize:
-			c.mu.Lock()
-			c.peerMax = s.Val
-			c.mu.Unlock()
+			c.peerMax.Store(s.Val)
 		case http2.SettingHeaderTableSize:
 			c.wmu.Lock()
 			c.henc.SetMaxDynamicTableSizeLimit(s.Val)
@@ -360,7 +362,7 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	if err != nil {
 		return err
 	}
-	return c.write(c.fr.WriteSettingsAck)
+	return c.writeFrames(false, c.fr.WriteSettingsAck)
 }
 
 func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
@@ -401,11 +403,11 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if f.Truncated {
 		// Over maxHeaderList, which the client was told: as grpc-go does.
 		c.mu.Unlock()
-		return c.write(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeFrameSize) })
+		return c.writeFrames(false, func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeFrameSize) })
 	}
 	if c.draining || c.closed || len(c.streams) >= maxStreams || c.busy >= 2*maxStreams {
 		c.mu.Unlock()
-		return c.write(func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) })
+		return c.writeFrames(false, func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) })
 	}
 	st = &stream{id: id, sendWin: c.peerWin}
 	c.streams[id] = st
@@ -486,7 +488,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	if c.recvUnacked >= recvWindow/4 {
 		inc := c.recvUnacked
 		c.recvUnacked = 0
-		if err := c.write(func() error { return c.fr.WriteWindowUpdate(0, inc) }); err != nil {
+		if err := c.writeFrames(false, func() error { return c.fr.WriteWindowUpdate(0, inc) }); err != nil {
 			return err
 		}
 	}
@@ -496,7 +498,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	if st == nil || st.answered {
 		return nil // a call already ended; its late data is dropped
 	}
-	if len(st.body)+len(f.Data()) > s5(c.s.opts.maxRecv) {
+	if len(st.body)+len(f.Data()) > 5+c.s.opts.maxRecv { // the message's 5-byte prefix, then the message
 		st.answered = true
 		c.answerError(st, status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d)", c.s.opts.maxRecv), true)
 		return nil
@@ -519,13 +521,10 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	if st.recvUnacked >= recvWindow/4 {
 		inc := st.recvUnacked
 		st.recvUnacked = 0
-		return c.write(func() error { return c.fr.WriteWindowUpdate(st.id, inc) })
+		return c.writeFrames(false, func() error { return c.fr.WriteWindowUpdate(st.id, inc) })
 	}
 	return nil
 }
-
-// s5 is the size of a request's body holding a message of n bytes.
-func s5(n int) int { return n + 5 }
 
 // requestEnded runs the call, on the reader goroutine if it is inline.
 func (c *conn) requestEnded(st *stream) {
@@ -610,9 +609,8 @@ func (c *conn) decode(body []byte, v any) error {
 func (c *conn) answer(st *stream, msg []byte, inline bool) {
 	c.mu.Lock()
 	if st.reset || c.closed {
-		st.running = false
-		c.endLocked(st)
 		c.mu.Unlock()
+		c.finish(st, nil)
 		return
 	}
 	n := int64(len(msg))
@@ -627,9 +625,9 @@ func (c *conn) answer(st *stream, msg []byte, inline bool) {
 	}
 	c.sendWin -= n
 	st.sendWin -= n
-	frame := int(c.peerMax)
 	c.mu.Unlock()
-	err := c.writeAnswer(!inline, func() error {
+	frame := int(c.peerMax.Load())
+	err := c.writeFrames(!inline, func() error {
 		if err := c.writeHeaders(st.id, false, hdrStatus200, hdrContentType); err != nil {
 			return err
 		}
@@ -647,7 +645,7 @@ func (c *conn) answer(st *stream, msg []byte, inline bool) {
 
 // answerSlowly writes an answer frame by frame as the windows allow.
 func (c *conn) answerSlowly(st *stream, msg []byte) {
-	err := c.writeAnswer(true, func() error { return c.writeHeaders(st.id, false, hdrStatus200, hdrContentType) })
+	err := c.writeFrames(true, func() error { return c.writeHeaders(st.id, false, hdrStatus200, hdrContentType) })
 	for err == nil && len(msg) > 0 {
 		c.mu.Lock()
 		for (c.sendWin <= 0 || st.sendWin <= 0) && !st.reset && !c.closed {
@@ -663,16 +661,16 @@ func (c *conn) answerSlowly(st *stream, msg []byte) {
 			c.finish(st, nil) // the client gave up on the call; the connection is fine
 			return
 		}
-		n := min(int64(len(msg)), c.sendWin, st.sendWin, int64(c.peerMax))
+		n := min(int64(len(msg)), c.sendWin, st.sendWin, int64(c.peerMax.Load()))
 		c.sendWin -= n
 		st.sendWin -= n
 		c.mu.Unlock()
 		chunk := msg[:n]
 		msg = msg[n:]
-		err = c.writeAnswer(true, func() error { return c.fr.WriteData(st.id, false, chunk) })
+		err = c.writeFrames(true, func() error { return c.fr.WriteData(st.id, false, chunk) })
 	}
 	if err == nil {
-		err = c.writeAnswer(true, func() error { return c.writeHeaders(st.id, true, hdrOK) })
+		err = c.writeFrames(true, func() error { return c.writeHeaders(st.id, true, hdrOK) })
 	}
 	c.finish(st, err)
 }
@@ -687,8 +685,8 @@ func (c *conn) answerError(st *stream, err error, inline bool) {
 	if msg := s.Message(); msg != "" {
 		fields = append(fields, hpack.HeaderField{Name: "grpc-message", Value: encodeGrpcMessage(msg)})
 	}
-	if p := s.Proto(); len(p.GetDetails()) > 0 {
-		if b, err := marshalStatus(p); err == nil {
+	if len(s.Details()) > 0 { // Proto clones the status: not for every error
+		if b, err := proto.Marshal(s.Proto()); err == nil {
 			fields = append(fields, hpack.HeaderField{Name: "grpc-status-details-bin", Value: encodeBinHeader(b)})
 		}
 	}
@@ -697,7 +695,7 @@ func (c *conn) answerError(st *stream, err error, inline bool) {
 	c.mu.Unlock()
 	var werr error
 	if !gone {
-		werr = c.writeAnswer(!inline, func() error { return c.writeHeaders(st.id, true, fields...) })
+		werr = c.writeFrames(!inline, func() error { return c.writeHeaders(st.id, true, fields...) })
 	}
 	c.finish(st, werr)
 }
@@ -762,7 +760,7 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 		c.endLocked(st)
 	}
 	c.mu.Unlock()
-	_ = c.write(func() error { return c.fr.WriteRSTStream(id, code) })
+	_ = c.writeFrames(false, func() error { return c.fr.WriteRSTStream(id, code) })
 }
 
 var (
@@ -781,9 +779,7 @@ func (c *conn) writeHeaders(id uint32, end bool, fields ...hpack.HeaderField) er
 		}
 	}
 	block := c.hbuf.Bytes()
-	c.mu.Lock()
-	frame := int(c.peerMax)
-	c.mu.Unlock()
+	frame := int(c.peerMax.Load())
 	first := block[:min(len(block), frame)]
 	rest := block[len(first):]
 	err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: end, EndHeaders: len(rest) == 0})
@@ -795,18 +791,10 @@ func (c *conn) writeHeaders(id uint32, end bool, fields ...hpack.HeaderField) er
 	return err
 }
 
-// write writes control frames from the reader; they are flushed when it
-// next waits for the client.
-func (c *conn) write(fn func() error) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.needFlush = true
-	return fn()
-}
-
-// writeAnswer writes with fn and flushes now or, for the reader, when it
-// next waits.
-func (c *conn) writeAnswer(flush bool, fn func() error) error {
+// writeFrames writes with fn and flushes now or, unless flush (the
+// reader's control frames and inline answers), when the reader next waits
+// for the client.
+func (c *conn) writeFrames(flush bool, fn func() error) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := fn(); err != nil {

@@ -7,9 +7,7 @@ import (
 	"strings"
 	"time"
 
-	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 )
 
 // parseTimeout reads a grpc-timeout header: at most eight digits and a
@@ -80,8 +78,6 @@ func encodeGrpcMessage(msg string) string {
 	}
 	return sb.String()
 }
-
-func marshalStatus(p *spb.Status) ([]byte, error) { return proto.Marshal(p) }
 
 // encodeBinHeader and decodeBinHeader carry binary metadata (keys ending
 // in "-bin"): base64, sent without padding, read with or without.
