@@ -133,23 +133,6 @@ func (k *Kubelet) SetRegisterDelay(pool string, d time.Duration) {
 	k.delay[pool] = d
 }
 
-// Run calls Step every interval until ctx ends. Errors are passed to
-// report, which may be nil.
-func (k *Kubelet) Run(ctx context.Context, interval time.Duration, report func(error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := k.Step(ctx); err != nil && report != nil && ctx.Err() == nil {
-			report(err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // Step brings the Node objects in step with the servers once.
 func (k *Kubelet) Step(ctx context.Context) error {
 	servers, err := k.fake.Servers(k.selector)

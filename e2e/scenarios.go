@@ -3,8 +3,11 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -415,6 +418,9 @@ func LoopAtScale(t *testing.T, kind Provider, size, loops int) {
 	w.waitFor("all nodes registered", 5*time.Minute, func() bool { return len(w.nodes()) == size })
 	w.loopUntil("target at size", time.Minute, func() bool { return w.target("workers") == size }, nil)
 	w.runOnce() // the first loop over every node builds the autoscaler's caches
+	// Nothing is pending and no server changes: the simulated kubelet and
+	// scheduler would only take CPU from the autoscaler and its provider.
+	defer w.pauseBackground()()
 	w.fake.ResetCounts()
 	w.stats = stats{start: time.Now()}
 	w.provider.spent.Store(0)
@@ -439,9 +445,13 @@ func LoopAtScale(t *testing.T, kind Provider, size, loops int) {
 			t.Fatalf("provider RPCs: %v", err)
 		}
 	}
+	stopProfile := loopProfile(t)
+	self0 := processCPU(t)
 	for range loops {
 		w.runOnce()
 	}
+	selfCPU := (processCPU(t) - self0) / time.Duration(loops)
+	stopProfile()
 	rpcs := "n/a"
 	if hasRPCs {
 		rpc1, err := rpc.RPCs()
@@ -460,10 +470,42 @@ func LoopAtScale(t *testing.T, kind Provider, size, loops int) {
 	}
 	spent := time.Duration(w.provider.spent.Load())
 	perLoop := w.stats.loopTime / time.Duration(loops)
-	t.Logf("RESULT loop-at-scale provider=%s nodes=%d loops=%d loop_ms=%.1f loop_median_ms=%.1f provider_ms=%.1f share=%.0f%% server_cpu_ms_per_loop=%s calls_per_loop=%d rpcs_per_loop=%s requests=%d",
+	t.Logf("RESULT loop-at-scale provider=%s nodes=%d loops=%d loop_ms=%.1f loop_median_ms=%.1f provider_ms=%.1f share=%.0f%% server_cpu_ms_per_loop=%s autoscaler_cpu_ms_per_loop=%.0f calls_per_loop=%d rpcs_per_loop=%s requests=%d",
 		kind.Name(), size, loops, float64(perLoop.Microseconds())/1000, float64(median(w.stats.loopTimes).Microseconds())/1000,
 		float64((spent/time.Duration(loops)).Microseconds())/1000,
-		100*float64(spent)/float64(max(w.stats.loopTime, 1)), serverCPU, w.provider.calls.Load()/int64(loops), rpcs, len(w.fake.Requests()))
+		100*float64(spent)/float64(max(w.stats.loopTime, 1)), serverCPU, float64(selfCPU.Microseconds())/1000, w.provider.calls.Load()/int64(loops), rpcs, len(w.fake.Requests()))
+}
+
+// processCPU is the CPU time (user and system) this process has used so
+// far: the autoscaler, its clients and the in-memory APIs.
+func processCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loopProfile starts a CPU profile of this process into the file
+// E2E_LOOP_CPUPROFILE names, if set; the returned function stops it.
+func loopProfile(t *testing.T) func() {
+	path := os.Getenv("E2E_LOOP_CPUPROFILE")
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatalf("E2E_LOOP_CPUPROFILE: %v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatalf("E2E_LOOP_CPUPROFILE: %v", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			t.Errorf("E2E_LOOP_CPUPROFILE: %v", err)
+		}
+	}
 }
 
 // median returns the middle duration of ds (the mean of the two middle

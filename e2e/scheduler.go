@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,23 +33,6 @@ type Scheduler struct {
 // NewScheduler returns a scheduler that works through client.
 func NewScheduler(client kubernetes.Interface) *Scheduler {
 	return &Scheduler{client: client}
-}
-
-// Run calls Step every interval until ctx ends. Errors are passed to
-// report, which may be nil.
-func (s *Scheduler) Run(ctx context.Context, interval time.Duration, report func(error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if err := s.Step(ctx); err != nil && report != nil && ctx.Err() == nil {
-			report(err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // Step schedules every pending pod once.

@@ -108,6 +108,9 @@ type world struct {
 
 	stats stats
 	bgErr chan error
+	// background is write-locked while the kubelet's and the scheduler's
+	// steps are paused (pauseBackground); each step holds a read lock.
+	background sync.RWMutex
 
 	placementGroups map[string]int64 // IDs by name
 }
@@ -207,10 +210,42 @@ func newWorld(t *testing.T, kind Provider, pools []poolSpec, opts ...worldOption
 		default:
 		}
 	}
-	bg.Go(func() { w.kubelet.Run(ctx, kubeletInterval, report) })
-	bg.Go(func() { w.sched.Run(ctx, kubeletInterval, report) })
+	bg.Go(func() { w.runBackground(ctx, w.kubelet.Step, report) })
+	bg.Go(func() { w.runBackground(ctx, w.sched.Step, report) })
 	w.stats.start = time.Now()
 	return w
+}
+
+// runBackground calls step every kubeletInterval until ctx ends, except
+// while the world is paused. Errors go to report.
+func (w *world) runBackground(ctx context.Context, step func(context.Context) error, report func(error)) {
+	t := time.NewTicker(kubeletInterval)
+	defer t.Stop()
+	for {
+		if w.background.TryRLock() {
+			err := step(ctx)
+			w.background.RUnlock()
+			if err != nil && ctx.Err() == nil {
+				report(err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pauseBackground stops the simulated kubelet and scheduler until the
+// returned function is called, so that a measurement of the autoscaler's
+// loop at steady state shares the machine with nothing but the autoscaler,
+// its provider and the in-memory APIs. In a cluster they run on other
+// machines; here each step lists every node and pod, which at thousands of
+// nodes keeps a core busy. It waits for the steps under way.
+func (w *world) pauseBackground() (resume func()) {
+	w.background.Lock()
+	return w.background.Unlock
 }
 
 // addPlacementGroups adds to the fake each placement group a pool names.
