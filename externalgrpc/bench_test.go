@@ -340,16 +340,22 @@ func BenchmarkHotCalls(b *testing.B) {
 			}
 			for _, c := range calls {
 				b.Run(c.name, func(b *testing.B) {
-					ctx := context.Background()
+					// Each call with its own 5 s timeout, as the
+					// autoscaler's client makes them (its grpc_timeout).
+					call := func(i int) error {
+						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						defer cancel()
+						return c.call(ctx, i)
+					}
 					for i := range 200 { // warm the connection and the server's caches
-						if err := c.call(ctx, i); err != nil {
+						if err := call(i); err != nil {
 							b.Fatal(err)
 						}
 					}
 					cpu0, m0 := srv.stats(b)
 					b.ResetTimer()
 					for i := range b.N {
-						if err := c.call(ctx, i); err != nil {
+						if err := call(i); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -134,8 +134,15 @@
 // (BenchmarkHotCalls; BENCHMARKS.md). It also acknowledges PINGs within
 // 10 ms rather than at once: grpc-go's client pings after every answer
 // while no PING of its is pending, which would wake the server twice per
-// call. grpc-go's server with [Server.ServerOptions] stays available
-// (serve --grpc-server grpc-go).
+// call. On Linux it reads and writes a TCP connection with system calls
+// the Go scheduler does not see: the socket never blocks them, and a seen
+// one, the first after an idle moment, wakes the runtime's monitor thread
+// (sysmon), which sleeps 20 µs and goes back to sleep; between two of the
+// autoscaler's calls serve is idle, so that happened on every call and
+// was a quarter of serve's CPU in the autoscaler's loop. A call answered
+// from memory gets a context that reports its deadline but arms no timer
+// unless the handler asks for Done. grpc-go's server with
+// [Server.ServerOptions] stays available (serve --grpc-server grpc-go).
 //
 // Either way a codec decodes of a NodeGroupForNode request only the
 // provider ID, the name and the two labels the server reads (not the

@@ -125,13 +125,14 @@ type stream struct {
 
 	// Guarded by conn.mu.
 	sendWin  int64
-	reset    bool // reset by the client, or the connection closed
-	cancel   context.CancelFunc
-	running  bool // its handler or answer is running: it holds a slot of busy
-	released bool // it gave its slot of busy back
+	reset    bool    // reset by the client, or the connection closed
+	cancel   stopper // ends the call's context
+	running  bool    // its handler or answer is running: it holds a slot of busy
+	released bool    // it gave its slot of busy back
 }
 
 func newConn(s *Server, raw net.Conn) *conn {
+	raw = fastIO(raw)
 	c := &conn{
 		s: s, raw: raw, nc: raw,
 		streams: map[uint32]*stream{},
@@ -540,7 +541,7 @@ func (c *conn) requestEnded(st *stream) {
 	c.mu.Lock()
 	if st.reset {
 		c.mu.Unlock()
-		cancel()
+		cancel.stop()
 		return
 	}
 	st.cancel = cancel
@@ -553,15 +554,33 @@ func (c *conn) requestEnded(st *stream) {
 	go c.run(ctx, st, false)
 }
 
-func (c *conn) callContext(st *stream) (context.Context, context.CancelFunc) {
+// stopper ends a call's context.
+type stopper interface{ stop() }
+
+// cancelStopper is a stopper of a context from the context package.
+type cancelStopper context.CancelFunc
+
+func (f cancelStopper) stop() { f() }
+
+func (c *conn) callContext(st *stream) (context.Context, stopper) {
 	ctx := c.ctx
 	if st.md != nil {
 		ctx = metadata.NewIncomingContext(ctx, st.md)
 	}
-	if st.timeout > 0 {
-		return context.WithTimeout(ctx, st.timeout)
+	if st.m.inline {
+		ic := &inlineContext{Context: ctx}
+		if st.timeout > 0 {
+			ic.deadline = time.Now().Add(st.timeout)
+		}
+		return ic, ic
 	}
-	return context.WithCancel(ctx)
+	var cancel context.CancelFunc
+	if st.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, st.timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	return ctx, cancelStopper(cancel)
 }
 
 // run calls the handler and answers.
@@ -719,7 +738,7 @@ func (c *conn) endLocked(st *stream) {
 	}
 	st.reset = true
 	if st.cancel != nil {
-		st.cancel()
+		st.cancel.stop()
 	}
 	if !st.running && !st.released {
 		st.released = true

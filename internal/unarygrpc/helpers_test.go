@@ -43,12 +43,14 @@ import (
 //	'p' answer the peer, TLS and metadata the handler sees
 //	'h' hold until holdGate is closed, whatever the context says
 //	    (Inline refuses), counting the handlers holding in holding
+//	'k' hand the call's context to kept and answer the request
 const testService = "unarygrpc.test.Echo"
 
 var (
 	holdGate = make(chan struct{}) // replaced by tests that hold handlers
 	holding  atomic.Int64
 	held     atomic.Int64 // the most handlers holding at once
+	kept     = make(chan context.Context, 1)
 )
 
 type echoServer interface{ echo() }
@@ -98,6 +100,9 @@ func echoHandler(ctx context.Context, req *wrapperspb.BytesValue, inline bool) (
 		return req, nil
 	case 'd':
 		return nil, context.DeadlineExceeded // a bare context error, not a status
+	case 'k':
+		kept <- ctx
+		return req, nil
 	case 'x':
 		st, _ := status.New(codes.FailedPrecondition, "pool \"α\" is 100% full\nsecond line").WithDetails(durationpb.New(3 * time.Second))
 		return nil, st.Err()

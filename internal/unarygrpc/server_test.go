@@ -157,6 +157,38 @@ func TestDeadlineAndCancel(t *testing.T) {
 	waitStreams(t, s.openStreams, 0)
 }
 
+// A call's context ends once the call is answered, inline or not, with
+// a deadline or without one.
+func TestCallContextEndsAfterAnswer(t *testing.T) {
+	_, addr, _ := newTestServer(t, nil)
+	cc := dial(t, addr, nil)
+	for _, m := range []string{inlineMethod, spawnedMethod} {
+		for _, timeout := range []time.Duration{0, time.Hour} {
+			ctx := context.Background()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			if _, err := call(ctx, cc, m, []byte("k")); err != nil {
+				t.Fatalf("%s: %v", m, err)
+			}
+			hctx := <-kept
+			if _, ok := hctx.Deadline(); ok != (timeout > 0) {
+				t.Errorf("%s, timeout %v: the handler's context has a deadline: %v", m, timeout, ok)
+			}
+			select {
+			case <-hctx.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s, timeout %v: the handler's context did not end after the answer", m, timeout)
+			}
+			if !errors.Is(hctx.Err(), context.Canceled) {
+				t.Errorf("%s, timeout %v: the handler's context ended with %v, want Canceled", m, timeout, hctx.Err())
+			}
+		}
+	}
+}
+
 // TestRandomInterleavings runs many clients over a few connections, each
 // making random calls (inline or not, small or beyond the windows,
 // cancelled at a random moment or not) with the race detector on. The
