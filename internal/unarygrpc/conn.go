@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,6 +88,17 @@ type conn struct {
 
 	peerMax atomic.Uint32 // the client's SETTINGS_MAX_FRAME_SIZE
 
+	// Reader only: the header block being read.
+	hdr          *headerDecoder
+	req          reqHeaders // what the block says, field by field
+	hdrStream    uint32     // the block's stream
+	hdrEndStream bool       // its HEADERS frame ends the stream
+
+	// Reader only: for inline calls.
+	inlineBody []byte          // the request of the call running
+	decInline  func(any) error // c.decodeInline, bound once
+	out        []byte          // the buffer of their answers
+
 	mu      sync.Mutex // guards the fields below
 	cond    *sync.Cond // on mu: windows grew, a stream was reset or the connection closed
 	streams map[uint32]*stream
@@ -140,6 +152,7 @@ func newConn(s *Server, raw net.Conn) *conn {
 	}
 	c.peerMax.Store(maxFrame)
 	c.cond = sync.NewCond(&c.mu)
+	c.decInline = c.decodeInline
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -188,8 +201,7 @@ func (c *conn) handshake() error {
 	c.fr = http2.NewFramer(c.bw, c.br)
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(maxFrame)
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.fr.MaxHeaderListSize = maxHeaderList
+	c.hdr = newHeaderDecoder(maxHeaderList, c.req.field)
 	c.henc = hpack.NewEncoder(&c.hbuf)
 
 	c.wmu.Lock()
@@ -225,15 +237,15 @@ func (c *conn) readLoop() error {
 			}
 		}
 		f, err := c.fr.ReadFrame()
+		if err == nil {
+			err = c.handle(f)
+		}
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) {
 				c.resetStream(se.StreamID, se.Code)
 				continue
 			}
-			return err
-		}
-		if err := c.handle(f); err != nil {
 			return err
 		}
 	}
@@ -250,16 +262,20 @@ func (c *conn) frameBuffered() bool {
 	if err != nil {
 		return false
 	}
-	if http2.FrameType(h[3]) == http2.FrameHeaders && h[4]&byte(http2.FlagHeadersEndHeaders) == 0 {
-		return false // reading it waits for its CONTINUATION frames too
-	}
 	return n >= 9+(int(h[0])<<16|int(h[1])<<8|int(h[2]))
 }
 
 func (c *conn) handle(f http2.Frame) error {
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
-		return c.onHeaders(f)
+	case *http2.HeadersFrame:
+		c.hdr.start()
+		c.req = reqHeaders{}
+		c.hdrStream, c.hdrEndStream = f.StreamID, f.StreamEnded()
+		return c.onHeaderFragment(f.HeaderBlockFragment(), f.HeadersEnded())
+	case *http2.ContinuationFrame:
+		// The framer lets only the block's CONTINUATION frames through
+		// until it ends.
+		return c.onHeaderFragment(f.HeaderBlockFragment(), f.HeadersEnded())
 	case *http2.DataFrame:
 		return c.onData(f)
 	case *http2.SettingsFrame:
@@ -382,15 +398,27 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	return nil
 }
 
-// onHeaders opens a stream; a second HEADERS frame on an open stream is
-// the request's trailers.
-func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
-	id := f.StreamID
+// onHeaderFragment decodes a fragment of the header block; the block's
+// last opens a stream or ends one.
+func (c *conn) onHeaderFragment(frag []byte, ended bool) error {
+	if err := c.hdr.fragment(frag); err != nil || !ended {
+		return err
+	}
+	truncated, err := c.hdr.end(c.hdrStream)
+	if err != nil {
+		return err
+	}
+	return c.onHeaders(c.hdrStream, c.hdrEndStream, truncated)
+}
+
+// onHeaders opens a stream with the header block just read; a second
+// header block on an open stream is the request's trailers.
+func (c *conn) onHeaders(id uint32, endStream, truncated bool) error {
 	c.mu.Lock()
 	st := c.streams[id]
 	if st != nil {
 		c.mu.Unlock()
-		if !f.StreamEnded() {
+		if !endStream {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		c.requestEnded(st)
@@ -401,7 +429,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	c.last = id
-	if f.Truncated {
+	if truncated {
 		// Over maxHeaderList, which the client was told: as grpc-go does.
 		c.mu.Unlock()
 		return c.writeFrames(false, func() error { return c.fr.WriteRSTStream(id, http2.ErrCodeFrameSize) })
@@ -415,62 +443,72 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	c.busy++
 	c.mu.Unlock()
 
-	st.parseHeaders(c.s, f)
-	if f.StreamEnded() {
+	c.req.finish(c.s, st)
+	if endStream {
 		c.requestEnded(st)
 	}
 	return nil
 }
 
-// parseHeaders reads the method, deadline and metadata of a request.
-func (st *stream) parseHeaders(s *Server, f *http2.MetaHeadersFrame) {
-	var method, contentType string
-	for _, hf := range f.Fields {
-		switch hf.Name {
-		case ":path":
-			st.name = hf.Value
-		case ":method":
-			method = hf.Value
-		case "content-type":
-			contentType = hf.Value
-		case "grpc-timeout":
-			d, err := parseTimeout(hf.Value)
-			if err != nil {
-				st.badHdr = status.Errorf(codes.Internal, "malformed grpc-timeout %q: %v", hf.Value, err)
-			}
-			st.timeout = d
-		case "grpc-encoding":
-			if hf.Value != "identity" {
-				st.badHdr = status.Errorf(codes.Unimplemented, "grpc-encoding %q: compressed requests are not supported", hf.Value)
-			}
-		case "te", "grpc-accept-encoding", "connection", "user-agent":
-			// Not metadata here (grpc-go's server passes user-agent on):
-			// every call would build a map for it.
-		default:
-			if hf.IsPseudo() {
-				continue
-			}
-			v := hf.Value
-			if strings.HasSuffix(hf.Name, "-bin") {
-				b, err := decodeBinHeader(v)
-				if err != nil {
-					st.badHdr = status.Errorf(codes.Internal, "malformed binary metadata %q: %v", hf.Name, err)
-					continue
-				}
-				v = string(b)
-			}
-			if st.md == nil {
-				st.md = metadata.MD{}
-			}
-			st.md[hf.Name] = append(st.md[hf.Name], v)
+// reqHeaders collects what a request's header block says, field by field.
+type reqHeaders struct {
+	path, method, contentType string
+	timeout                   time.Duration
+	md                        metadata.MD
+	bad                       error // a status for a malformed request
+}
+
+func (r *reqHeaders) field(name, value string) {
+	switch name {
+	case ":path":
+		r.path = value
+	case ":method":
+		r.method = value
+	case "content-type":
+		r.contentType = value
+	case "grpc-timeout":
+		d, err := parseTimeout(value)
+		if err != nil {
+			r.bad = status.Errorf(codes.Internal, "malformed grpc-timeout %q: %v", value, err)
 		}
+		r.timeout = d
+	case "grpc-encoding":
+		if value != "identity" {
+			r.bad = status.Errorf(codes.Unimplemented, "grpc-encoding %q: compressed requests are not supported", value)
+		}
+	case "te", "grpc-accept-encoding", "connection", "user-agent":
+		// Not metadata here (grpc-go's server passes user-agent on):
+		// every call would build a map for it.
+	default:
+		if name[0] == ':' { // the header decoder hands on no empty name
+			return
+		}
+		v := value
+		if strings.HasSuffix(name, "-bin") {
+			b, err := decodeBinHeader(v)
+			if err != nil {
+				r.bad = status.Errorf(codes.Internal, "malformed binary metadata %q: %v", name, err)
+				return
+			}
+			v = string(b)
+		}
+		if r.md == nil {
+			r.md = metadata.MD{}
+		}
+		r.md[name] = append(r.md[name], v)
 	}
+}
+
+// finish gives st the request's method, deadline and metadata, or the
+// status its headers call for.
+func (r *reqHeaders) finish(s *Server, st *stream) {
+	st.name, st.timeout, st.md, st.badHdr = r.path, r.timeout, r.md, r.bad
 	switch {
 	case st.badHdr != nil:
-	case method != "POST":
-		st.badHdr = status.Errorf(codes.Internal, "method %q: gRPC calls are POST", method)
-	case contentType != "application/grpc" && !strings.HasPrefix(contentType, "application/grpc+") && !strings.HasPrefix(contentType, "application/grpc;"):
-		st.badHdr = status.Errorf(codes.Internal, "content-type %q is not gRPC's", contentType)
+	case r.method != "POST":
+		st.badHdr = status.Errorf(codes.Internal, "method %q: gRPC calls are POST", r.method)
+	case r.contentType != "application/grpc" && !strings.HasPrefix(r.contentType, "application/grpc+") && !strings.HasPrefix(r.contentType, "application/grpc;"):
+		st.badHdr = status.Errorf(codes.Internal, "content-type %q is not gRPC's", r.contentType)
 	}
 	st.m = s.methods[st.name]
 	if st.m == nil && st.badHdr == nil {
@@ -585,23 +623,65 @@ func (c *conn) callContext(st *stream) (context.Context, stopper) {
 
 // run calls the handler and answers.
 func (c *conn) run(ctx context.Context, st *stream, inline bool) {
-	resp, err := st.m.handler(st.m.impl, ctx, func(v any) error { return c.decode(st.body, v) }, c.s.opts.interceptor)
+	var dec func(any) error
+	if inline {
+		c.inlineBody = st.body
+		dec = c.decInline
+	} else {
+		dec = func(v any) error { return c.decode(st.body, v) }
+	}
+	resp, err := st.m.handler(st.m.impl, ctx, dec, c.s.opts.interceptor)
 	st.body = nil
+	if inline {
+		c.inlineBody = nil
+	}
 	if err != nil {
 		c.answerError(st, err, inline)
 		return
 	}
-	data, err := c.s.opts.codec.Marshal(resp)
+	var buf []byte
+	if inline {
+		buf = c.out[:0]
+	}
+	msg, err := c.marshal(buf, resp)
 	if err != nil {
 		c.answerError(st, status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err), inline)
 		return
 	}
-	msg := make([]byte, 5+data.Len())
-	binary.BigEndian.PutUint32(msg[1:5], uint32(data.Len()))
-	data.CopyTo(msg[5:])
-	data.Free()
+	if inline && cap(msg) <= maxKeptOut {
+		c.out = msg // answer is done with it when it returns
+	}
 	c.answer(st, msg, inline)
 }
+
+// maxKeptOut bounds the answer buffer a connection keeps for its inline
+// calls.
+const maxKeptOut = 1 << 20
+
+// marshal appends resp, with its 5-byte gRPC message prefix, to dst.
+func (c *conn) marshal(dst []byte, resp any) ([]byte, error) {
+	dst = append(dst, 0, 0, 0, 0, 0)
+	if bc := c.s.opts.bytesCodec; bc != nil {
+		out, err := bc.MarshalAppend(dst, resp)
+		if err != nil {
+			return nil, err
+		}
+		binary.BigEndian.PutUint32(out[1:5], uint32(len(out)-5))
+		return out, nil
+	}
+	data, err := c.s.opts.codec.Marshal(resp)
+	if err != nil {
+		return nil, err
+	}
+	defer data.Free()
+	dst = slices.Grow(dst, data.Len())[:5+data.Len()]
+	binary.BigEndian.PutUint32(dst[1:5], uint32(data.Len()))
+	data.CopyTo(dst[5:])
+	return dst, nil
+}
+
+// decodeInline decodes the request of the inline call running.
+func (c *conn) decodeInline(v any) error { return c.decode(c.inlineBody, v) }
 
 // decode reads the one message of a unary request.
 func (c *conn) decode(body []byte, v any) error {
@@ -615,7 +695,13 @@ func (c *conn) decode(body []byte, v any) error {
 	if int(n) != len(body)-5 {
 		return status.Errorf(codes.Internal, "grpc: a unary request holds one message of %d bytes, got %d bytes", n, len(body)-5)
 	}
-	if err := c.s.opts.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(body[5:])}, v); err != nil {
+	var err error
+	if bc := c.s.opts.bytesCodec; bc != nil {
+		err = bc.UnmarshalBytes(body[5:], v)
+	} else {
+		err = c.s.opts.codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(body[5:])}, v)
+	}
+	if err != nil {
 		return status.Errorf(codes.Internal, "grpc: error unmarshalling request: %v", err)
 	}
 	return nil
@@ -636,7 +722,7 @@ func (c *conn) answer(st *stream, msg []byte, inline bool) {
 	if n > c.sendWin || n > st.sendWin {
 		c.mu.Unlock()
 		if inline {
-			go c.answerSlowly(st, msg)
+			go c.answerSlowly(st, bytes.Clone(msg)) // msg is the reader's buffer
 		} else {
 			c.answerSlowly(st, msg)
 		}

@@ -367,7 +367,9 @@ func TestFrameBuffered(t *testing.T) {
 		{"300 bytes of data less one", frame(http2.FrameData, 0, 300)[:308], false},
 		{"300 bytes of data", frame(http2.FrameData, 0, 300), true},
 		{"a header block with its end", frame(http2.FrameHeaders, http2.FlagHeadersEndHeaders, 20), true},
-		{"a header block waiting for CONTINUATION", frame(http2.FrameHeaders, 0, 20), false},
+		// The reader decodes each fragment as its frame comes.
+		{"a header block waiting for CONTINUATION", frame(http2.FrameHeaders, 0, 20), true},
+		{"a CONTINUATION less one byte", frame(http2.FrameContinuation, 0, 20)[:28], false},
 	} {
 		pr, pw := io.Pipe()
 		c := &conn{br: bufio.NewReaderSize(pr, 4096)}

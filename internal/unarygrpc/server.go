@@ -89,6 +89,7 @@ type options struct {
 	tls         *tls.Config
 	interceptor grpc.UnaryServerInterceptor
 	codec       encoding.CodecV2
+	bytesCodec  BytesCodec // codec, when it is one
 	inline      func(fullMethod string) bool
 	maxRecv     int
 }
@@ -136,9 +137,19 @@ func WithInterceptors(is ...grpc.UnaryServerInterceptor) Option {
 }
 
 // WithCodec decodes requests and encodes answers with c (default: the
-// registered "proto" codec).
+// registered "proto" codec). When c is also a [BytesCodec], its methods
+// are used instead of those of encoding.CodecV2.
 func WithCodec(c encoding.CodecV2) Option {
 	return func(o *options) { o.codec = c }
+}
+
+// BytesCodec is a codec that reads and writes plain byte slices, without
+// the mem.BufferSlice of encoding.CodecV2 around each message.
+type BytesCodec interface {
+	// UnmarshalBytes decodes data into v; it keeps nothing of data.
+	UnmarshalBytes(data []byte, v any) error
+	// MarshalAppend appends the encoding of v to dst.
+	MarshalAppend(dst []byte, v any) ([]byte, error)
 }
 
 // WithInline runs the methods for which inline returns true on the
@@ -162,6 +173,7 @@ func NewServer(opts ...Option) *Server {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	o.bytesCodec, _ = o.codec.(BytesCodec)
 	s := &Server{
 		opts:      o,
 		methods:   map[string]*method{},
