@@ -8,24 +8,40 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
+	"github.com/hcloudscale/hcloudscale/internal/unarygrpc"
 )
 
-// codec is gRPC's proto codec with one fast path. The autoscaler's client
-// calls NodeGroupForNode once per node on every loop, and each request
-// carries all of the node's labels and annotations; the server reads the
-// provider ID, the name and two labels. Decoding only those skips the two
-// maps, which are most of the call's allocations. Every other message,
-// and every answer, goes through the proto codec unchanged.
+// codec is gRPC's proto codec with two fast paths for the requests the
+// autoscaler's client makes per node on every loop:
+//   - NodeGroupForNode: each request carries all of the node's labels and
+//     annotations; the server reads the provider ID, the name and two
+//     labels. Decoding only those skips the two maps, which are most of
+//     the call's allocations.
+//   - NodeGroupGetOptions (twice per node): each request carries the
+//     autoscaler's default options, which the server reads only for a pool
+//     with options of its own. For other pools (and unknown ones) only the
+//     id is kept; the defaults are checked as proto.Unmarshal would, so a
+//     malformed request fails alike.
+//
+// Every other message, and every answer, is encoded as the proto codec
+// does. It is also a [unarygrpc.BytesCodec].
 type codec struct {
 	encoding.CodecV2
+	// group looks a pool up by id (nil: none is known): its name, and
+	// whether NodeGroupGetOptions reads the defaults for it.
+	group func(id []byte) (name string, found, readsDefaults bool)
 }
 
-func newCodec() codec {
-	return codec{CodecV2: encoding.GetCodecV2("proto")}
+var _ unarygrpc.BytesCodec = codec{}
+
+func newCodec(group func(id []byte) (name string, found, readsDefaults bool)) codec {
+	return codec{CodecV2: encoding.GetCodecV2("proto"), group: group}
 }
 
 // nodeLabels are the labels NodeGroupForNode reads (those
@@ -34,13 +50,106 @@ func newCodec() codec {
 var nodeLabels = [...]string{config.LabelNodeGroup, hcloudscale.LabelTemplateNode}
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
-	req, ok := v.(*protos.NodeGroupForNodeRequest)
-	if !ok {
-		return c.CodecV2.Unmarshal(data, v)
-	}
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	return decodeForNode(buf.ReadOnlyData(), req)
+	return c.UnmarshalBytes(buf.ReadOnlyData(), v)
+}
+
+// UnmarshalBytes decodes b into v.
+func (c codec) UnmarshalBytes(b []byte, v any) error {
+	switch req := v.(type) {
+	case *protos.NodeGroupForNodeRequest:
+		return decodeForNode(b, req)
+	case *protos.NodeGroupAutoscalingOptionsRequest:
+		return c.decodeOptionsRequest(b, req)
+	case proto.Message:
+		return proto.Unmarshal(b, req)
+	}
+	return fmt.Errorf("failed to unmarshal, message is %T, want proto.Message", v)
+}
+
+// MarshalAppend appends the encoding of v to dst.
+func (codec) MarshalAppend(dst []byte, v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("failed to marshal, message is %T, want proto.Message", v)
+	}
+	return proto.MarshalOptions{}.MarshalAppend(dst, m)
+}
+
+// Field numbers of NodeGroupAutoscalingOptionsRequest.
+const (
+	fieldOptionsID       protowire.Number = 1
+	fieldOptionsDefaults protowire.Number = 2
+)
+
+// optionsDefaults describes the defaults of a NodeGroupAutoscalingOptionsRequest.
+var optionsDefaults = (&protos.NodeGroupAutoscalingOptions{}).ProtoReflect().Descriptor()
+
+// decodeOptionsRequest fills req from its wire form as proto.Unmarshal
+// would, except that the defaults are only checked, not decoded, when the
+// pool named does not read them.
+func (c codec) decodeOptionsRequest(b []byte, req *protos.NodeGroupAutoscalingOptionsRequest) error {
+	var id []byte
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num == fieldOptionsID && typ == protowire.BytesType {
+			if !utf8.Valid(v) {
+				return errInvalidUTF8 // in any occurrence, as proto.Unmarshal
+			}
+			id = v // the last occurrence wins
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	name, found, readsDefaults := "", false, true
+	if c.group != nil {
+		name, found, readsDefaults = c.group(id)
+	}
+	if readsDefaults {
+		return proto.Unmarshal(b, req)
+	}
+	err = eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num == fieldOptionsDefaults && typ == protowire.BytesType {
+			return checkWire(v, optionsDefaults, protowire.DefaultRecursionLimit)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		name = string(id)
+	}
+	req.Id = name
+	return nil
+}
+
+// checkWire returns an error where proto.Unmarshal would find one in b as
+// a message of md, keeping nothing: in the wire format, in message fields
+// and in the UTF-8 of string fields. It knows no packed repeated fields;
+// the messages it checks have none.
+func checkWire(b []byte, md protoreflect.MessageDescriptor, depth int) error {
+	if depth == 0 {
+		return errors.New("proto: exceeded maximum recursion depth")
+	}
+	fields := md.Fields()
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		fd := fields.ByNumber(num)
+		if fd == nil || typ != protowire.BytesType {
+			return nil // unknown, or not of the field's wire type: kept as unknown
+		}
+		switch fd.Kind() {
+		case protoreflect.MessageKind:
+			return checkWire(v, fd.Message(), depth-1)
+		case protoreflect.StringKind:
+			if !utf8.Valid(v) {
+				return errInvalidUTF8
+			}
+		}
+		return nil
+	})
 }
 
 // Field numbers of NodeGroupForNodeRequest and ExternalGrpcNode.
@@ -127,6 +236,9 @@ func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, v []b
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return fmt.Errorf("proto: %w", protowire.ParseError(n))
+		}
+		if num > protowire.MaxValidNumber {
+			return errors.New("proto: field number out of range") // as proto.Unmarshal
 		}
 		b = b[n:]
 		var v []byte

@@ -1,12 +1,16 @@
 package externalgrpc
 
 import (
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
@@ -123,7 +127,7 @@ func TestDecodeForNodeSeeds(t *testing.T) {
 // TestCodecUnmarshal checks that the codec takes the fast path only for
 // NodeGroupForNodeRequest and hands everything else to the proto codec.
 func TestCodecUnmarshal(t *testing.T) {
-	c := newCodec()
+	c := newCodec(nil)
 	b := forNodeSeeds(t)[2]
 	var req protos.NodeGroupForNodeRequest
 	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &req); err != nil {
@@ -146,5 +150,122 @@ func TestCodecUnmarshal(t *testing.T) {
 	}
 	if c.Name() != "proto" {
 		t.Errorf("codec name = %q; want proto (the content subtype clients send)", c.Name())
+	}
+}
+
+// testGroups is the pool lookup of the options-request tests: "plain" sets
+// no options, "opts" does.
+func testGroups(id []byte) (string, bool, bool) {
+	switch string(id) {
+	case "plain":
+		return "plain", true, false
+	case "opts":
+		return "opts", true, true
+	}
+	return "", false, false
+}
+
+// optionsSeeds are NodeGroupGetOptions requests as the autoscaler's client
+// sends them, and malformed ones.
+func optionsSeeds(t testing.TB) [][]byte {
+	defaults := &protos.NodeGroupAutoscalingOptions{
+		ScaleDownUtilizationThreshold: 0.5, ScaleDownGpuUtilizationThreshold: 0.5,
+		ScaleDownUnneededTime:     &protos.NodeGroupAutoscalingOptions_LegacyDuration{Duration: int64(10 * time.Minute)},
+		ScaleDownUnreadyTime:      &protos.NodeGroupAutoscalingOptions_LegacyDuration{Duration: int64(20 * time.Minute)},
+		MaxNodeProvisionTime:      &protos.NodeGroupAutoscalingOptions_LegacyDuration{Duration: int64(15 * time.Minute)},
+		ScaleDownUnneededDuration: durationpb.New(10 * time.Minute), ScaleDownUnreadyDuration: durationpb.New(20 * time.Minute),
+		MaxNodeProvisionDuration: durationpb.New(15 * time.Minute), IgnoreDaemonSetsUtilization: true,
+	}
+	var out [][]byte
+	for _, id := range []string{"plain", "opts", "unknown", ""} {
+		b, err := proto.Marshal(&protos.NodeGroupAutoscalingOptionsRequest{Id: id, Defaults: defaults})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	plain := out[0]
+	// The id twice (the last wins), invalid UTF-8 in the id, a truncated
+	// request, and a duration inside the defaults cut short: a message
+	// within a message within the request.
+	twice := protowire.AppendString(protowire.AppendTag(append([]byte{}, out[1]...), fieldOptionsID, protowire.BytesType), "plain")
+	badID := protowire.AppendBytes(protowire.AppendTag(nil, fieldOptionsID, protowire.BytesType), []byte{'p', 0xff})
+	badDuration := protowire.AppendBytes(protowire.AppendTag(nil, 8, protowire.BytesType), []byte{0x08, 0x80})
+	deep := protowire.AppendString(protowire.AppendTag(nil, fieldOptionsID, protowire.BytesType), "plain")
+	deep = protowire.AppendBytes(protowire.AppendTag(deep, fieldOptionsDefaults, protowire.BytesType), badDuration)
+	return append(out, twice, badID, plain[:len(plain)-2], deep)
+}
+
+// checkOptionsRequest compares the codec with proto.Unmarshal on b: the
+// same errors, the same id, and the defaults wherever the pool reads them.
+func checkOptionsRequest(t *testing.T, b []byte) {
+	c := newCodec(testGroups)
+	var want, got protos.NodeGroupAutoscalingOptionsRequest
+	werr := proto.Unmarshal(b, &want)
+	gerr := c.UnmarshalBytes(b, &got)
+	if (werr == nil) != (gerr == nil) {
+		t.Fatalf("proto error %v, codec error %v", werr, gerr)
+	}
+	if werr != nil {
+		return
+	}
+	if got.GetId() != want.GetId() {
+		t.Fatalf("id %q, proto's %q", got.GetId(), want.GetId())
+	}
+	if _, _, reads := testGroups([]byte(want.GetId())); reads {
+		if !proto.Equal(&got, &want) {
+			t.Fatalf("request %v, proto's %v", &got, &want)
+		}
+	} else if got.Defaults != nil {
+		t.Fatalf("defaults decoded for pool %q, which reads none", want.GetId())
+	}
+}
+
+func TestDecodeOptionsRequestSeeds(t *testing.T) {
+	seeds := optionsSeeds(t)
+	for i, b := range seeds {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { checkOptionsRequest(t, b) })
+	}
+	// The seeds exercise what they claim to.
+	c := newCodec(testGroups)
+	for i, want := range map[int]string{0: "", 1: "", 4: "", 5: "invalid UTF-8", 6: "proto", 7: "proto"} {
+		var req protos.NodeGroupAutoscalingOptionsRequest
+		err := c.UnmarshalBytes(seeds[i], &req)
+		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("seed %d: error %v, want %q", i, err, want)
+		}
+	}
+	var plain, opts, twice protos.NodeGroupAutoscalingOptionsRequest
+	_ = c.UnmarshalBytes(seeds[0], &plain)
+	_ = c.UnmarshalBytes(seeds[1], &opts)
+	_ = c.UnmarshalBytes(seeds[4], &twice)
+	if plain.Defaults != nil || opts.GetDefaults().GetMaxNodeProvisionDuration().AsDuration() != 15*time.Minute || twice.GetId() != "plain" {
+		t.Errorf("plain %v, opts %v, twice %v: want no defaults, the defaults, id plain", &plain, &opts, &twice)
+	}
+}
+
+// FuzzDecodeOptionsRequest checks the options fast path against
+// proto.Unmarshal: the same requests fail, the same ids come out, and the
+// defaults come out in full for the pool that reads them.
+func FuzzDecodeOptionsRequest(f *testing.F) {
+	for _, b := range optionsSeeds(f) {
+		f.Add(b)
+	}
+	f.Fuzz(checkOptionsRequest)
+}
+
+// MarshalAppend writes what proto.Marshal writes, after what dst holds.
+func TestCodecMarshalAppend(t *testing.T) {
+	resp := &protos.NodeGroupForNodeResponse{NodeGroup: &protos.NodeGroup{Id: "workers", MinSize: 1, MaxSize: 30, Debug: "workers (cx22 in fsn1)"}}
+	want, err := proto.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := newCodec(nil).MarshalAppend([]byte("pre"), resp)
+	if err != nil || string(got) != "pre"+string(want) {
+		t.Errorf("MarshalAppend = %x, %v; want %x after pre", got, err, want)
+	}
+	if _, err := newCodec(nil).MarshalAppend(nil, "not a message"); err == nil {
+		t.Error("MarshalAppend of a string: no error")
 	}
 }

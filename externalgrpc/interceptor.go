@@ -61,14 +61,17 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	return c
 }
 
-// methodMetrics are one method's collectors for successful calls, looked
-// up on its first success and kept: the autoscaler calls some methods
-// thousands of times per loop. Series appear only once used, as with
-// WithLabelValues.
+// methodMetrics are one method's collectors, looked up on first use and
+// kept: the autoscaler calls some methods thousands of times per loop,
+// NodeGroupGetOptions mostly answered Unimplemented. Series appear only
+// once used, as with WithLabelValues.
 type methodMetrics struct {
-	ok       atomic.Pointer[prometheus.Counter]
+	byCode   [numCodes]atomic.Pointer[prometheus.Counter]
 	duration atomic.Pointer[prometheus.Observer]
 }
+
+// numCodes is the number of gRPC status codes (OK to Unauthenticated).
+const numCodes = int(codes.Unauthenticated) + 1
 
 // forMethods returns an empty methodMetrics for every method of the
 // service.
@@ -82,16 +85,16 @@ func forMethods() map[string]*methodMetrics {
 
 // observe counts a call of method that ended with code after elapsed.
 func (m *rpcMetrics) observe(mm *methodMetrics, method string, code codes.Code, elapsed time.Duration) {
-	if mm == nil || code != codes.OK {
+	if mm == nil || int(code) >= numCodes {
 		m.requests.WithLabelValues(method, code.String()).Inc()
 		m.duration.WithLabelValues(method).Observe(elapsed.Seconds())
 		return
 	}
-	ok := mm.ok.Load()
-	if ok == nil {
-		c := m.requests.WithLabelValues(method, codes.OK.String())
-		ok = &c
-		mm.ok.Store(ok)
+	c := mm.byCode[code].Load()
+	if c == nil {
+		counter := m.requests.WithLabelValues(method, code.String())
+		c = &counter
+		mm.byCode[code].Store(c)
 	}
 	d := mm.duration.Load()
 	if d == nil {
@@ -99,7 +102,7 @@ func (m *rpcMetrics) observe(mm *methodMetrics, method string, code codes.Code, 
 		d = &o
 		mm.duration.Store(d)
 	}
-	(*ok).Inc()
+	(*c).Inc()
 	(*d).Observe(elapsed.Seconds())
 }
 

@@ -62,6 +62,8 @@ type group struct {
 	// without autoscaling options, built once: the autoscaler asks for it
 	// twice per node and loop.
 	noOptions error
+	// options: the pool sets autoscaling options.
+	options bool
 }
 
 var _ protos.CloudProviderServer = (*Server)(nil)
@@ -130,6 +132,7 @@ func NewServer(cluster *hcloudscale.Cluster, opts ...Option) *Server {
 			pool:      p,
 			debug:     fmt.Sprintf("%s (%s in %s, min %d, max %d)", cfg.Name, cfg.ServerType, cfg.Location, cfg.MinSize, cfg.MaxSize),
 			noOptions: status.Errorf(codes.Unimplemented, "node group %q sets no autoscaling options; the autoscaler's defaults apply", p.Name()),
+			options:   cfg.Autoscaling != nil,
 		}
 		if p.Config().Autoscaling != nil {
 			s.log.Warn("pool sets autoscaling options, so NodeGroupGetOptions answers for it: "+
@@ -303,7 +306,7 @@ func clampInt32(n int) int32 {
 func (s *Server) ServerOptions(tlsConfig *tls.Config, interceptors ...grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(append(interceptors, s.UnaryInterceptor())...),
-		grpc.ForceServerCodecV2(newCodec()),
+		grpc.ForceServerCodecV2(s.codec()),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
 	if tlsConfig != nil {
@@ -318,6 +321,17 @@ func (s *Server) ServerOptions(tlsConfig *tls.Config, interceptors ...grpc.Unary
 var inlineMethods = map[string]bool{
 	"NodeGroups": true, "NodeGroupForNode": true, "NodeGroupTargetSize": true, "NodeGroupNodes": true,
 	"NodeGroupGetOptions": true, "GPULabel": true, "GetAvailableGPUTypes": true, "PricingNodePrice": true,
+}
+
+// codec is the codec of both gRPC servers, with s's pools to look up.
+func (s *Server) codec() codec {
+	return newCodec(func(id []byte) (string, bool, bool) {
+		g := s.groups[string(id)]
+		if g == nil {
+			return "", false, false
+		}
+		return g.pool.Name(), true, g.options
+	})
 }
 
 // GRPCServer is the gRPC server [Server.NewGRPCServer] returns. Register
@@ -350,7 +364,7 @@ func (s *Server) NewGRPCServer(tlsConfig *tls.Config, interceptors ...grpc.Unary
 	us := unarygrpc.NewServer(
 		unarygrpc.WithTLS(tlsConfig),
 		unarygrpc.WithInterceptors(append(interceptors, s.UnaryInterceptor())...),
-		unarygrpc.WithCodec(newCodec()),
+		unarygrpc.WithCodec(s.codec()),
 		unarygrpc.WithInline(func(name string) bool {
 			method, ok := strings.CutPrefix(name, prefix)
 			return ok && inlineMethods[method]
