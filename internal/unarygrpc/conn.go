@@ -93,6 +93,7 @@ type conn struct {
 	req          reqHeaders // what the block says, field by field
 	hdrStream    uint32     // the block's stream
 	hdrEndStream bool       // its HEADERS frame ends the stream
+	hdrOpen      bool       // a block was begun and has not ended
 
 	// Reader only: for inline calls.
 	inlineBody []byte          // the request of the call running
@@ -236,7 +237,18 @@ func (c *conn) readLoop() error {
 				return err
 			}
 		}
+		var typ http2.FrameType
+		if h, err := c.br.Peek(9); err == nil {
+			typ = http2.FrameType(h[3])
+		}
 		f, err := c.fr.ReadFrame()
+		if _, ok := errors.AsType[http2.StreamError](err); ok && typ == http2.FrameHeaders {
+			// A HEADERS frame the framer could not parse (its padding
+			// longer than its payload): its block was never decoded, so
+			// the connection's HPACK state is lost; a connection error,
+			// as RFC 9113 has it for the padding.
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
 		if err == nil {
 			err = c.handle(f)
 		}
@@ -270,11 +282,14 @@ func (c *conn) handle(f http2.Frame) error {
 	case *http2.HeadersFrame:
 		c.hdr.start()
 		c.req = reqHeaders{}
-		c.hdrStream, c.hdrEndStream = f.StreamID, f.StreamEnded()
+		c.hdrStream, c.hdrEndStream, c.hdrOpen = f.StreamID, f.StreamEnded(), true
 		return c.onHeaderFragment(f.HeaderBlockFragment(), f.HeadersEnded())
 	case *http2.ContinuationFrame:
 		// The framer lets only the block's CONTINUATION frames through
-		// until it ends.
+		// until it ends, and none without a HEADERS frame before them.
+		if !c.hdrOpen || f.StreamID != c.hdrStream {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
 		return c.onHeaderFragment(f.HeaderBlockFragment(), f.HeadersEnded())
 	case *http2.DataFrame:
 		return c.onData(f)
@@ -404,6 +419,7 @@ func (c *conn) onHeaderFragment(frag []byte, ended bool) error {
 	if err := c.hdr.fragment(frag); err != nil || !ended {
 		return err
 	}
+	c.hdrOpen = false
 	truncated, err := c.hdr.end(c.hdrStream)
 	if err != nil {
 		return err
@@ -503,6 +519,7 @@ func (r *reqHeaders) field(name, value string) {
 // status its headers call for.
 func (r *reqHeaders) finish(s *Server, st *stream) {
 	st.name, st.timeout, st.md, st.badHdr = r.path, r.timeout, r.md, r.bad
+	r.md = nil // st's now, read by its handler: no later block may add to it
 	switch {
 	case st.badHdr != nil:
 	case r.method != "POST":

@@ -156,7 +156,8 @@ type BytesCodec interface {
 // connection's reader goroutine. Only methods that answer from memory,
 // without waiting on anything, may be inline: while one runs, the
 // connection reads nothing. An inline call's request is decoded from the
-// connection's read buffer when it came in one frame.
+// connection's read buffer when it came in one frame, so its handler must
+// decode it before it returns (generated handlers do).
 func WithInline(inline func(fullMethod string) bool) Option {
 	return func(o *options) { o.inline = inline }
 }
