@@ -65,16 +65,21 @@ func (c codec) UnmarshalBytes(b []byte, v any) error {
 	case proto.Message:
 		return proto.Unmarshal(b, req)
 	}
-	return fmt.Errorf("failed to unmarshal, message is %T, want proto.Message", v)
+	// Messages of the older protobuf API, as the proto codec takes them.
+	return c.CodecV2.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, v)
 }
 
 // MarshalAppend appends the encoding of v to dst.
-func (codec) MarshalAppend(dst []byte, v any) ([]byte, error) {
-	m, ok := v.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("failed to marshal, message is %T, want proto.Message", v)
+func (c codec) MarshalAppend(dst []byte, v any) ([]byte, error) {
+	if m, ok := v.(proto.Message); ok {
+		return proto.MarshalOptions{}.MarshalAppend(dst, m)
 	}
-	return proto.MarshalOptions{}.MarshalAppend(dst, m)
+	data, err := c.CodecV2.Marshal(v) // an older API's message, as above
+	if err != nil {
+		return nil, err
+	}
+	defer data.Free()
+	return append(dst, data.Materialize()...), nil
 }
 
 // Field numbers of NodeGroupAutoscalingOptionsRequest.

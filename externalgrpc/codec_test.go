@@ -269,3 +269,26 @@ func TestCodecMarshalAppend(t *testing.T) {
 		t.Error("MarshalAppend of a string: no error")
 	}
 }
+
+// olderAPIMessage is a message of the older protobuf API, which the proto
+// codec takes.
+type olderAPIMessage struct {
+	Value string `protobuf:"bytes,1,opt,name=value,proto3"`
+}
+
+func (m *olderAPIMessage) Reset()         { *m = olderAPIMessage{} }
+func (m *olderAPIMessage) String() string { return m.Value }
+func (*olderAPIMessage) ProtoMessage()    {}
+
+// The codec takes what the proto codec takes, older API included.
+func TestCodecOlderAPIMessages(t *testing.T) {
+	c := newCodec(nil)
+	b, err := c.MarshalAppend([]byte("pre"), &olderAPIMessage{Value: "hi"})
+	if want := "pre" + string(protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "hi")); err != nil || string(b) != want {
+		t.Fatalf("MarshalAppend = %q, %v; want %q", b, err, want)
+	}
+	var got olderAPIMessage
+	if err := c.UnmarshalBytes(b[3:], &got); err != nil || got.Value != "hi" {
+		t.Errorf("UnmarshalBytes = %q, %v; want hi", got.Value, err)
+	}
+}
