@@ -285,8 +285,10 @@ func (c *conn) handle(f http2.Frame) error {
 		c.hdrStream, c.hdrEndStream, c.hdrOpen = f.StreamID, f.StreamEnded(), true
 		return c.onHeaderFragment(f.HeaderBlockFragment(), f.HeadersEnded())
 	case *http2.ContinuationFrame:
-		// The framer lets only the block's CONTINUATION frames through
-		// until it ends, and none without a HEADERS frame before them.
+		// The framer lets through only the CONTINUATION frames of a
+		// HEADERS frame it parsed (one it could not parse ends the
+		// connection in readLoop); the check keeps a stray one from the
+		// last block's state all the same.
 		if !c.hdrOpen || f.StreamID != c.hdrStream {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
