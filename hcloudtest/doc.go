@@ -79,7 +79,9 @@
 //
 // # Observability
 //
-// [Server.Requests] is the request log; [Server.Count] and [Server.Counts]
+// [Server.Requests] is the request log, with each request's token and its
+// arrival and handling times; [WithTokens] gives several clients a token
+// each, so that every request is attributed. [Server.Count] and [Server.Counts]
 // count requests by template, such as "POST /servers" or
 // "GET /actions". [Server.Servers], [Server.AddServer],
 // [Server.SetServerStatus], [Server.DeleteServerNow], [Server.DeleteImage]
