@@ -149,3 +149,25 @@ spec:
 		t.Errorf("TryApply of an invalid Service = %v; want an error naming Service default/broken only", err)
 	}
 }
+
+// TestStart starts a server of the test's own and checks that the audit
+// log attributes the admin's requests to the admin, with their status.
+func TestStart(t *testing.T) {
+	s := apiserver.Start(t)
+	_, err := s.AdminClient(t).CoreV1().Namespaces().Get(t.Context(), "no-such-namespace", metav1.GetOptions{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("get a namespace that does not exist: %v; want not found", err)
+	}
+	found := false
+	for _, e := range s.AuditEvents(t) {
+		if e.Resource == "namespaces" && e.Name == "no-such-namespace" {
+			found = true
+			if e.User != s.AdminUser() || e.Verb != "get" || e.Code != 404 || e.Stage != "ResponseComplete" {
+				t.Errorf("audit event %+v; want %s's get answered 404", e, s.AdminUser())
+			}
+		}
+	}
+	if !found {
+		t.Error("the audit log has no event for the get")
+	}
+}
