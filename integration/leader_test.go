@@ -102,6 +102,10 @@ func TestSIGSTOPPastTheLease(t *testing.T) {
 	if err == nil {
 		t.Errorf("%s, resumed after losing the Lease, accepted NodeGroupIncreaseSize", a.id)
 	}
+	// It must notice that it lost the Lease and exit; whatever it sends
+	// until then counts.
+	code := exitCode(a.waitExit(t, 45*time.Second))
+	t.Logf("%s exited with %d after it resumed", a.id, code)
 	c.verify(t, 15)
 }
 

@@ -1,7 +1,7 @@
 package apiserver
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -94,22 +94,19 @@ func (s *Server) AuditEvents(t testing.TB) []AuditEvent {
 }
 
 func readAudit(path string) ([]AuditEvent, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var out []AuditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for n := 1; sc.Scan(); n++ {
+	lines := bytes.Split(data, []byte("\n"))
+	// The part after the last newline is empty, or a line still being
+	// written.
+	lines = lines[:len(lines)-1]
+	out := make([]AuditEvent, 0, len(lines))
+	for n, line := range lines {
 		var l auditLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			// The last line may be being written.
-			if !sc.Scan() {
-				break
-			}
-			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
+		if err := json.Unmarshal(line, &l); err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, n+1, err)
 		}
 		e := AuditEvent{
 			Stage:          l.Stage,
@@ -131,5 +128,5 @@ func readAudit(path string) ([]AuditEvent, error) {
 		}
 		out = append(out, e)
 	}
-	return out, sc.Err()
+	return out, nil
 }
