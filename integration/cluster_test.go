@@ -85,8 +85,9 @@ func newCluster(t *testing.T, o clusterOptions) *cluster {
 func tokenOf(id string) string { return "token-of-" + id }
 
 // startReplica starts replica id; through, when not empty, is the
-// host:port it reaches the API server by instead of the server itself.
-func (c *cluster) startReplica(t *testing.T, id, through string) *replica {
+// host:port it reaches the API server by instead of the server itself;
+// args are added to serve's.
+func (c *cluster) startReplica(t *testing.T, id, through string, args ...string) *replica {
 	t.Helper()
 	kubeconfig := c.kubeconfig
 	if through != "" {
@@ -101,6 +102,7 @@ func (c *cluster) startReplica(t *testing.T, id, through string) *replica {
 	if c.opts.labelNodes {
 		extra = append(extra, "--label-nodes", "--kubeconfig="+kubeconfig)
 	}
+	extra = append(extra, args...)
 	r := startReplica(t, replicaConfig{
 		id: id, token: tokenOf(id), kubeconfig: kubeconfig, namespace: c.ns, endpoint: c.hc.URL(),
 		nodes:     fmt.Sprintf("0:%d:cpx31:fsn1:%s", c.opts.max, pool),
