@@ -41,9 +41,17 @@ var binary struct {
 	err  error
 }
 
-// hcloudscaleBinary builds cmd/hcloudscale of this repository on first use.
+// envBinary names an hcloudscale binary to test instead of building one
+// from this repository.
+const envBinary = "HCLOUDSCALE_BINARY"
+
+// hcloudscaleBinary builds cmd/hcloudscale of this repository on first use,
+// unless $HCLOUDSCALE_BINARY names a binary.
 func hcloudscaleBinary(t *testing.T) string {
 	t.Helper()
+	if p := os.Getenv(envBinary); p != "" {
+		return p
+	}
 	binary.once.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..")
