@@ -32,7 +32,8 @@ type applyConfig struct {
 
 // DryRun makes the API server check and admit every object without
 // storing it (server-side dry run, dryRun=All): validation, defaulting,
-// admission and RBAC all run.
+// admission and RBAC all run. Nothing is created, namespaces neither: an
+// object in a namespace that does not exist yet fails.
 func DryRun() ApplyOption { return func(c *applyConfig) { c.dryRun = true } }
 
 // InNamespace puts the namespaced objects that name no namespace in
