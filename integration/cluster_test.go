@@ -398,6 +398,19 @@ func (c *cluster) verify(t *testing.T, want int) {
 			t.Errorf("server name %s used %d times", n, k)
 		}
 	}
+	// The leader's target, which the autoscaler reads, is the target too.
+	for _, r := range c.replicas {
+		select {
+		case <-r.exited:
+			continue
+		default:
+		}
+		if r.leads() {
+			if got := r.targetSize(t, pool); got != want {
+				t.Errorf("the leader %s's target size is %d; want %d", r.id, got, want)
+			}
+		}
+	}
 	creates := map[string]int{}
 	for _, r := range c.hc.Requests() {
 		if r.Template == "POST /servers" && r.Status == 201 {
