@@ -438,9 +438,15 @@ func (l *leadership) checkAccess(ctx context.Context, client kubernetes.Interfac
 	defer cancel()
 	var errs []error
 	for _, verb := range leaseVerbs {
+		name := l.cfg.name
+		if verb == "create" {
+			// The API server authorizes a create before it reads the
+			// object's name: a rule limited to names never allows it.
+			name = ""
+		}
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: l.cfg.namespace, Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: l.cfg.name,
+				Namespace: l.cfg.namespace, Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: name,
 			},
 		}}
 		res, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
