@@ -138,3 +138,42 @@ func TestRenewalsFailWhileCreatesRetry(t *testing.T) {
 	t.Logf("%s's target after the take-over: %d; topped up to 10", b.id, before)
 	c.verify(t, 10)
 }
+
+// TestSIGTERMWithCreatesOnTheWire stops the leader while its ten create
+// requests are still unanswered (each takes 1 s): it may release the
+// Lease only once they have their answers, or the new leader's listing
+// misses their servers and the top-up makes duplicates. The hand-over
+// must still come within 3 s.
+func TestSIGTERMWithCreatesOnTheWire(t *testing.T) {
+	c := newCluster(t, clusterOptions{max: 20, createDuration: createDuration})
+	a, b := c.startPair(t, "")
+	c.hc.SetLatency(time.Second)
+	a.increase(t, pool, 10)
+	// The fake logs a request once answered: 300 ms in, the creates are
+	// on the wire and none is answered.
+	time.Sleep(300 * time.Millisecond)
+	stopped := time.Now()
+	a.signal(t, syscall.SIGTERM)
+	// Requests on the wire keep their delay; later ones (the new
+	// leader's listing among them) have none.
+	c.hc.SetLatency(0)
+	led := b.waitLeads(t, 60*time.Second)
+	if err := a.waitExit(t, 45*time.Second); exitCode(err) != 0 {
+		t.Errorf("%s exited with %v after SIGTERM; want 0", a.id, err)
+	}
+	var answeredBefore int
+	for _, r := range c.hc.Requests() {
+		if r.Template == "POST /servers" && r.Token == tokenOf(a.id) && r.Time.Before(stopped) {
+			answeredBefore++
+		}
+	}
+	handOver := led.Sub(stopped)
+	t.Logf("hand-over with creates on the wire (%d of them answered before SIGTERM): %s leads %s after SIGTERM (goal %s)",
+		answeredBefore, b.id, handOver.Round(time.Millisecond), handOverGoal)
+	if handOver > handOverGoal {
+		t.Errorf("%s led %s after SIGTERM; want within %s", b.id, handOver.Round(time.Millisecond), handOverGoal)
+	}
+	before := c.topUp(t, b, 10)
+	t.Logf("%s's target after the hand-over: %d; topped up to 10", b.id, before)
+	c.verify(t, 10)
+}
