@@ -388,17 +388,16 @@ func (p *Pool) succeed(taskCtx context.Context, c *claim, res created, log *zap.
 func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, what string, err error) {
 	log := p.log.With(zap.String("server", c.name))
 	if taskCtx.Err() != nil {
-		p.mu.Lock()
-		delete(p.claims, c.name)
-		p.mu.Unlock()
-		if server != nil {
-			log.Info("create flow stopped by close; the server is left for the next start to adopt", zap.Int64("server_id", server.ID))
-		}
-		c.result = fmt.Errorf("pool %q: server %s: %w", p.cfg.Name, c.name, ErrClosed)
+		p.stoppedByClose(c, server, log)
 		return
 	}
 	if server != nil && !p.isCancelled(c) {
-		switch f, looked := p.judge(taskCtx, server.ID, log); f {
+		f, looked := p.judge(taskCtx, server.ID, log)
+		if taskCtx.Err() != nil {
+			p.stoppedByClose(c, server, log)
+			return
+		}
+		switch f {
 		case fateKeep:
 			if p.keep(taskCtx, c, server, looked, what, err, log) {
 				return
@@ -447,6 +446,19 @@ func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, wh
 	log.Warn("server creation failed", zap.String("class", info.Class.String()),
 		zap.String("code", info.Code), zap.String("message", info.Message))
 	p.observe()
+}
+
+// stoppedByClose ends a flow that Close stopped waiting for: the claim
+// goes, and the server is left alone; it carries the pool's labels, so
+// the next Pool finds it.
+func (p *Pool) stoppedByClose(c *claim, server *hcloud.Server, log *zap.Logger) {
+	p.mu.Lock()
+	delete(p.claims, c.name)
+	p.mu.Unlock()
+	if server != nil {
+		log.Info("create flow stopped by close; the server is left for the next start to adopt", zap.Int64("server_id", server.ID))
+	}
+	c.result = fmt.Errorf("pool %q: server %s: %w", p.cfg.Name, c.name, ErrClosed)
 }
 
 // keep ends a failed create flow whose server runs, ran or may have run
