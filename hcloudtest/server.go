@@ -253,6 +253,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 	arrived := s.cfg.clock.Now()
 
 	s.sleepLatency(hr)
+	s.waitHold(hr, template)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -335,6 +336,9 @@ func (s *Server) serve(hr *http.Request, h http.Header, rt *route, pathKnown boo
 		return outcome{err: newError("json_error", "request body could not be read: %v", bodyErr)}
 	}
 	fault := s.st.faults.takeRequestFault(template)
+	if fault == nil {
+		fault = s.st.faults.takeEndpointFault(template)
+	}
 	if fault != nil && !fault.AfterEffect {
 		return outcome{fault: fault}
 	}
