@@ -420,6 +420,15 @@ func TestSchemaRejectsTypos(t *testing.T) {
 // TestReadmeInstall renders the install command of charts/hcloudscale's
 // README, its --set and --set-file flags, as the documented minimum.
 func TestReadmeInstall(t *testing.T) {
+	vals := mergeValues(t, readmeInstallValues(t))
+	objs := mustRender(t, vals)
+	checkRendered(t, objs, vals)
+}
+
+// readmeInstallValues returns the values of the README's
+// `helm install hcloudscale charts/hcloudscale ...` command.
+func readmeInstallValues(t *testing.T) values.Options {
+	t.Helper()
 	readme := string(readFile(t, filepath.Join(chartDir, "README.md")))
 	cmd := regexp.MustCompile("(?s)```sh\n(helm install hcloudscale charts/hcloudscale .*?)\n```").FindStringSubmatch(readme)
 	if cmd == nil {
@@ -452,9 +461,10 @@ func TestReadmeInstall(t *testing.T) {
 	if namespace != releaseNamespace {
 		t.Errorf("README installs into %q; the tests and examples assume %s", namespace, releaseNamespace)
 	}
-	vals := mergeValues(t, opts)
-	objs := mustRender(t, vals)
-	checkRendered(t, objs, vals)
+	if len(opts.Values) == 0 || len(opts.FileValues) == 0 {
+		t.Errorf("README install command %q: want --set and --set-file flags", line)
+	}
+	return opts
 }
 
 // flags maps serve's --name=value arguments to their values; a flag
