@@ -25,7 +25,7 @@ type labelFlags struct {
 }
 
 func (l *labelFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&l.enabled, "label-nodes", false, "add each pool's labels and taints to its nodes once they register (the node labeller; needs get, list, watch and update on nodes)")
+	fs.BoolVar(&l.enabled, "label-nodes", false, "add each pool's labels and taints to its nodes once they register (the node labeller; needs list, watch and update on nodes)")
 	fs.StringVar(&l.kubeconfig, "kubeconfig", "", "kubeconfig `file` of the cluster whose nodes --label-nodes labels (empty: the in-cluster service account)")
 }
 
