@@ -15,7 +15,16 @@ import (
 	"github.com/hcloudscale/hcloudscale/integration/apiserver"
 )
 
-func TestMain(m *testing.M) { os.Exit(apiserver.Main(m)) }
+func TestMain(m *testing.M) {
+	code := apiserver.Main(m)
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binDir holds the serve binary the tests build, removed after them.
+var binDir string
 
 // crdKinds are the kinds of the CRDs in testdata/crds, by group version.
 var crdKinds = map[string][]string{

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -390,16 +391,69 @@ func volumeFiles(t *testing.T, objs []*unstructured.Unstructured, pod corev1.Pod
 	return files
 }
 
-// buildServe builds cmd/hcloudscale into a temporary directory.
+// TestServeAcceptsRenderedArgs runs serve with the arguments the chart
+// renders for every values file and the README's install: serve's flag
+// checks pass (it fails later, at the configuration, for want of a
+// token), where a bad flag would end it with usage exit code 2.
+func TestServeAcceptsRenderedArgs(t *testing.T) {
+	bin := buildServe(t)
+	cases := map[string]values.Options{"README install": readmeInstallValues(t)}
+	for _, f := range valuesFiles(t) {
+		cases[filepath.Base(f)] = values.Options{ValueFiles: []string{f}}
+	}
+	run := func(args []string) (int, string) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = []string{"HOME=" + t.TempDir()}
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	for name, opts := range cases {
+		t.Run(name, func(t *testing.T) {
+			dep := one[*appsv1.Deployment](t, mustRender(t, mergeValues(t, opts)), "Deployment")
+			args := dep.Spec.Template.Spec.Containers[0].Args
+			code, out := run(args)
+			if code != 1 || !strings.Contains(out, "configuration") || strings.Contains(out, "--help") {
+				t.Errorf("serve %q: exit code %d; want 1 at the configuration, after the flags passed; output:\n%s", args, code, out)
+			}
+			// The control: a flag serve refuses is a usage error.
+			if code, out := run(append(slices.Clone(args), "--leader-elect-renew-deadline=1h")); code != 2 {
+				t.Errorf("serve with a renew deadline above the lease duration: exit code %d; want 2; output:\n%s", code, out)
+			}
+		})
+	}
+}
+
+var serveBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildServe builds cmd/hcloudscale once for the tests of this binary.
 func buildServe(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "hcloudscale")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/hcloudscale")
-	cmd.Dir = "../.."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/hcloudscale: %v\n%s", err, out)
+	serveBinary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "hcloudscale-bin-")
+		if err != nil {
+			serveBinary.err = err
+			return
+		}
+		binDir = dir
+		serveBinary.path = filepath.Join(dir, "hcloudscale")
+		cmd := exec.Command("go", "build", "-o", serveBinary.path, "./cmd/hcloudscale")
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			serveBinary.err = fmt.Errorf("go build ./cmd/hcloudscale: %w\n%s", err, out)
+		}
+	})
+	if serveBinary.err != nil {
+		t.Fatal(serveBinary.err)
 	}
-	return bin
+	return serveBinary.path
 }
 
 // lineLog collects serve's JSON log lines.
