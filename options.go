@@ -56,6 +56,7 @@ type options struct {
 	lenient           bool
 	noResume          bool
 	resumeWhen        func() bool
+	fence             Fence
 }
 
 func defaultOptions() options {
