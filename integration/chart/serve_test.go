@@ -223,12 +223,6 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader bool) {
 			select {
 			case err := <-exited:
 				stopped = true
-				if leader && strings.Contains(logs.String(), "--leader-elect needs to run in a pod with a service account token") {
-					// A serve whose leader election reads only the pod's
-					// service account cannot run here; one that reads
-					// KUBECONFIG runs the whole case.
-					t.Skip("this serve uses only the in-cluster service account for the Lease, not KUBECONFIG")
-				}
 				t.Fatalf("serve exited (%v) before %q; log:\n%s", err, msg, logs)
 			case <-deadline:
 				t.Fatalf("no %q in 60s; log:\n%s", msg, logs)
