@@ -162,8 +162,9 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader bool) {
 		}
 	}
 
-	// The rendered arguments, with loopback listeners, file paths under
-	// root and the service account's kubeconfig for the labeller.
+	// The rendered arguments, with loopback listeners and file paths under
+	// root; $KUBECONFIG, the service account's, stands for the pod's
+	// in-cluster credentials, for the Lease and the labeller.
 	var args []string
 	for _, a := range c.Args {
 		name, value, _ := strings.Cut(a, "=")
@@ -177,7 +178,6 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader bool) {
 		}
 		args = append(args, a)
 	}
-	args = append(args, "--kubeconfig="+kubeconfig)
 	env := []string{"KUBECONFIG=" + kubeconfig, "HOME=" + root, "PATH=" + os.Getenv("PATH"),
 		config.EnvEndpoint + "=" + fake.URL()}
 	for _, e := range c.Env {
