@@ -107,58 +107,26 @@
 // the last two alike (it keeps its defaults; the client has read an empty
 // answer as "no options" since its first version). Unimplemented is the
 // cheaper one to serve: gRPC sends it as a single trailers-only frame, and
-// the error is built once per pool, so no message is encoded: the server
-// of [Server.NewGRPCServer] answers it with 8 allocations
-// (BenchmarkHotCalls).
+// the error is built once per pool, so no message is encoded.
 //
 // # Cost of the autoscaler's hot calls
 //
 // The autoscaler's externalgrpc client calls NodeGroupForNode once per node
 // on every loop (it drops that cache on each Refresh) and
 // NodeGroupGetOptions twice per node; at 5,000 nodes about 15,000 calls
-// reach the server every scan interval (of about 35,000 provider calls the
-// autoscaler makes, the client answers the rest from its caches). Each is
-// answered from memory, so what costs is the call itself. The serve
-// command therefore runs [Server.NewGRPCServer], a gRPC server for unary
-// calls, rather than grpc-go's: grpc-go hands every call from a reader
-// goroutine to a handler goroutine and the answer to a writer goroutine
-// through its control buffer, and that, not the call's work, was most of
-// the server's CPU per call. NewGRPCServer's server reads each connection
-// on one goroutine, runs the calls answered from memory on it, and writes
-// each answer (headers, message, trailers) with one write, flushed when no
-// further request is waiting to be read; Refresh, the calls that change
-// servers, templates and pod prices run on goroutines of their own, and
-// an answer larger than the client's flow-control windows is written by a
-// goroutine that waits for them to open. Per call it costs the server a
-// third to a half less CPU than grpc-go's, and half the allocations
-// (BenchmarkHotCalls; BENCHMARKS.md). It also acknowledges PINGs within
-// 10 ms rather than at once: grpc-go's client pings after every answer
-// while no PING of its is pending, which would wake the server twice per
-// call. On Linux it reads and writes a TCP connection with system calls
-// the Go scheduler does not see: the socket never blocks them, and a seen
-// one, the first after an idle moment, wakes the runtime's monitor thread
-// (sysmon), which sleeps 20 µs and goes back to sleep; between two of the
-// autoscaler's calls serve is idle, so that happened on every call and
-// was a quarter of serve's CPU in the autoscaler's loop. A call answered
-// from memory gets a context that reports its deadline but arms no timer
-// unless the handler asks for Done. grpc-go's server with
-// [Server.ServerOptions] stays available (serve --grpc-server grpc-go).
-//
-// Either way a codec decodes of a NodeGroupForNode request only the
-// provider ID, the name and the two labels the server reads (not the
-// node's other labels and annotations), and of a NodeGroupGetOptions
+// reach the server every scan interval. Each is answered from memory, so
+// what costs is the call itself, most of it grpc-go's transport, TLS and
+// the kernel. [Server.ServerOptions] plugs a codec into grpc-go
+// (grpc.ForceServerCodecV2) that decodes of a NodeGroupForNode request
+// only the provider ID, the name and the two labels the server reads (not
+// the node's other labels and annotations), and of a NodeGroupGetOptions
 // request for a pool without options only the id (the autoscaler's
-// defaults are checked, not decoded); metrics are looked up once per
-// method and status code, and debug fields are built only when debug
-// logging is on. NewGRPCServer's server also decodes request headers
-// field by field into the call, without the framer's list of fields,
-// and encodes answers into a buffer the connection keeps. What
-// remains is the kernel's (reading and writing the connection, the
-// loopback TCP stack behind each write), TLS, HTTP/2 header coding and
-// the Go runtime's wake-ups. A process that serves the autoscaler's calls
-// does best on one processor (GOMAXPROCS=1, which the serve command sets
-// unless the environment does): the calls come one at a time, and with a
-// second processor each wakes a second thread.
+// defaults are checked, not decoded); answers are encoded by grpc-go's
+// proto codec. BenchmarkHotCalls measures it against grpc-go's proto
+// codec (BENCHMARKS.md). Metrics are looked up once per method and status
+// code, and debug fields are built only when debug logging is on. A
+// cluster of thousands of nodes is better served by the in-process
+// adapter, which makes none of these calls.
 //
 // # Pricing
 //

@@ -170,7 +170,8 @@ func newEnv(t *testing.T, eo envOptions) *env {
 
 	srv := externalgrpc.NewServer(e.cluster, externalgrpc.WithLogger(log), externalgrpc.WithRegisterer(e.reg),
 		externalgrpc.WithCallTimeout(eo.callTimeout), externalgrpc.WithGate(eo.gate))
-	gs := srv.NewGRPCServer(eo.serverTLS)
+	gs := grpc.NewServer(srv.ServerOptions(eo.serverTLS)...)
+	protos.RegisterCloudProviderServer(gs, srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
