@@ -113,7 +113,7 @@ func benchServe(tlsDir string) error {
 	if err != nil {
 		return err
 	}
-	go func() { _ = gs.Serve(lis) }()
+	go func() { _ = gs.Serve(externalgrpc.DefaultLimits.Listener(lis)) }()
 	defer gs.Stop()
 	if path := os.Getenv(benchServeEnv + "_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)

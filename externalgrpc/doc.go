@@ -128,6 +128,69 @@
 // cluster of thousands of nodes is better served by the in-process
 // adapter, which makes none of these calls.
 //
+// # Limits
+//
+// [DefaultLimits] are grpc-go's own settings, chosen from what the
+// autoscaler's client does: it dials one connection (grpc.Dial with
+// default options: no keepalive pings of its own, grpc-go's default
+// message sizes), keeps it for its lifetime and makes its calls one at a
+// time from its loop, each with a 5 s deadline (grpc_timeout). Only the
+// scale-down's node deletions, one goroutine per node group, and a
+// parallel scale-up run calls side by side. What a client can make the
+// process hold is then bounded by the product of the limits, whatever it
+// sends or fails to read:
+//
+//   - MaxConns 8: the autoscaler holds one connection, two while it is
+//     being replaced; the rest is room for an operator's grpcurl and
+//     probes. Connections beyond it wait in the kernel's backlog. The cap
+//     bounds memory, it does not keep a client that can connect from
+//     taking the slots (mutual TLS and a NetworkPolicy do): without a
+//     client certificate a connection ends at the handshake timeout.
+//   - MaxStreams 16 calls per connection: the autoscaler's calls run one
+//     at a time, the deletions of a scale-down (at most
+//     --max-scale-down-parallelism, 10 by default, in as many node groups)
+//     beside them. grpc-go starts no handler beyond it and reads no more
+//     from a connection at it, which also ends rapid-reset floods.
+//   - MaxRecvMsgSize 1 MiB: the largest requests are NodeGroupDeleteNodes
+//     (a few nodes' labels and annotations; the API server caps a node's
+//     annotations at 256 KiB, real nodes carry a few KiB) and
+//     PricingPodPrice (one pod, of a few KiB to a few tens). A larger
+//     request fails with ResourceExhausted; grpc-go's default is 4 MiB.
+//     grpc-go collects a message as it arrives, so a connection holding
+//     request bodies open holds at most MaxStreams × 1 MiB.
+//   - MaxHeaderListSize 16 KiB: the client's headers are under 1 KiB (the
+//     path, content type, user agent, deadline). A larger header block,
+//     however split into CONTINUATION frames, ends the connection
+//     (grpc-go's default is 16 MiB).
+//   - Window 64 KiB per stream and per connection, and read and write
+//     buffers of 32 KiB: requests are small; a fixed window turns off
+//     grpc-go's window growth (up to 16 MiB) for clients that send ahead.
+//     An answer that a client does not read waits in the server for at
+//     most grpc-go's per-stream write quota (64 KiB) beyond the message,
+//     and the handler waits with it, within MaxStreams.
+//   - HandshakeTimeout 10 s: the TLS handshake and the HTTP/2 preface
+//     take milliseconds in the pod network; a connection that opens and
+//     sends nothing is closed after it (grpc-go's default is 120 s).
+//   - MaxIdle 2 min: the autoscaler calls at least every scan interval
+//     (10 s by default), so only abandoned connections idle that long; a
+//     longer --scan-interval costs a new handshake per loop, nothing else.
+//   - MaxAge 30 min, then a grace of 10 s (twice the client's deadline)
+//     for the calls in progress: the client reconnects at once, which also
+//     picks up a renewed certificate; a connection holding stuck calls
+//     ends after it.
+//   - PingAfter 1 min, PingTimeout 20 s: the server pings a connection
+//     the client has sent nothing on for a minute and closes it if the
+//     answer does not come; a client that stopped reading is closed so.
+//   - MinPingInterval 1 min: the client sends no keepalive pings; the
+//     pings grpc-go's client sends to measure bandwidth follow the
+//     server's answers, which grpc-go does not count. More than two pings
+//     faster than that, or any without a call in progress, end the
+//     connection with GOAWAY ENHANCE_YOUR_CALM.
+//
+// grpc-go also holds back reading a connection while more than 50
+// acknowledgements (SETTINGS, PING) wait to be written, which bounds
+// SETTINGS and PING floods from clients that do not read.
+//
 // # Pricing
 //
 // PricingNodePrice is the hourly net price of the pool's server type in

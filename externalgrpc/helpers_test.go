@@ -180,7 +180,7 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = gs.Serve(lis)
+		_ = gs.Serve(externalgrpc.DefaultLimits.Listener(lis))
 	}()
 	t.Cleanup(func() {
 		gs.Stop()

@@ -297,16 +297,19 @@ func clampInt32(n int) int32 {
 
 // ServerOptions are the grpc.ServerOptions for serving s: interceptors
 // (run first, in order) followed by its own, the transport credentials of
-// tlsConfig (nil: plaintext), and settings for many small calls on few
-// connections: a codec that decodes only what the calls the autoscaler
-// makes per node read (see codec.go) and a worker goroutine per CPU
-// instead of a new goroutine per call.
+// tlsConfig (nil: plaintext), [DefaultLimits], and settings for many small
+// calls on few connections: a codec that decodes only what the calls the
+// autoscaler makes per node read (see codec.go) and a worker goroutine
+// per CPU instead of a new goroutine per call. Serve on a listener
+// wrapped by DefaultLimits.Listener, which caps the connections; options
+// appended after these override them.
 func (s *Server) ServerOptions(tlsConfig *tls.Config, interceptors ...grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(append(interceptors, s.UnaryInterceptor())...),
 		grpc.ForceServerCodecV2(s.codec()),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
+	opts = append(opts, DefaultLimits.ServerOptions()...)
 	if tlsConfig != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	}

@@ -98,7 +98,7 @@ func newFrontends(f *serveFlags, b *backend, reg *prometheus.Registry, ls *liste
 // start runs each server on its listener and reports the services
 // serving.
 func (fe *frontends) start(ls *listeners, lead *leadership) {
-	fe.run("--listen", func() error { return fe.gs.Serve(lead.listener(ls.main)) })
+	fe.run("--listen", func() error { return fe.gs.Serve(lead.listener(externalgrpc.DefaultLimits.Listener(ls.main))) })
 	if fe.hgs != nil {
 		fe.run("--health-listen", func() error { return fe.hgs.Serve(fe.healthLis) })
 	}
