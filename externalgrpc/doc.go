@@ -189,7 +189,13 @@
 //
 // grpc-go also holds back reading a connection while more than 50
 // acknowledgements (SETTINGS, PING) wait to be written, which bounds
-// SETTINGS and PING floods from clients that do not read.
+// SETTINGS and PING floods from clients that do not read. The serve
+// command's TestServeHostileClients runs held request bodies, a client
+// that never reads, a zero window, rapid reset, PING, SETTINGS and
+// CONTINUATION floods, idle and half-open connections and oversized
+// messages against the real process, in plaintext and over mutual TLS,
+// and checks its resident memory and a well-behaved client beside the
+// attacker.
 //
 // # Pricing
 //
