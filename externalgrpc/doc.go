@@ -20,13 +20,15 @@
 //
 // [NewServer] answers every RPC of the service over an
 // [hcloudscale.Cluster]; register it with
-// [protos.RegisterCloudProviderServer] on a grpc.Server, add
-// [Server.UnaryInterceptor] for logs and metrics
-// (hcloudscale_externalgrpc_requests_total by method and status code,
-// hcloudscale_externalgrpc_request_duration_seconds by method, on the
-// registerer of [WithRegisterer]), and use
-// [ServerTLSConfig] for the mutual TLS the autoscaler's client speaks.
-// The hcloudscale serve command does all of that.
+// [protos.RegisterCloudProviderServer] on a grpc.Server built with
+// [Server.ServerOptions], which installs [Server.UnaryInterceptor] for
+// logs and metrics (hcloudscale_externalgrpc_requests_total by method and
+// status code, hcloudscale_externalgrpc_request_duration_seconds by
+// method, on the registerer of [WithRegisterer]), the package's codec and
+// [DefaultLimits]; serve it on a listener wrapped by
+// [Limits.Listener], and use [ServerTLSConfig] for the mutual TLS the
+// autoscaler's client speaks. The hcloudscale serve command does all of
+// that.
 //
 // Every answer comes from memory, or from work bounded by the call timeout
 // ([WithCallTimeout], [DefaultCallTimeout] 4 s: the autoscaler gives each
