@@ -146,8 +146,9 @@
 //     being replaced; the rest is room for an operator's grpcurl and
 //     probes. Connections beyond it wait in the kernel's backlog. The cap
 //     bounds memory, it does not keep a client that can connect from
-//     taking the slots (mutual TLS and a NetworkPolicy do): without a
-//     client certificate a connection ends at the handshake timeout.
+//     taking the slots (mutual TLS and a NetworkPolicy do): a connection
+//     without a client certificate ends with its handshake, one that
+//     stalls the handshake at the handshake timeout.
 //   - MaxStreams 16 calls per connection: the autoscaler's calls run one
 //     at a time, the deletions of a scale-down (at most
 //     --max-scale-down-parallelism, 10 by default, in as many node groups)

@@ -674,8 +674,8 @@ func nodesRequests(ctx context.Context, h *h2conn, max int) error {
 }
 
 // attackNeverReads sends requests for large answers on four connections
-// and never reads a byte: the requests go out as far as the initial
-// connection window allows (about 3,000 per connection).
+// and never reads a byte: up to 4,000 requests per connection, as far as
+// the initial connection window allows.
 func attackNeverReads(ctx context.Context, a *attacker) error {
 	var wg sync.WaitGroup
 	for range 4 {
