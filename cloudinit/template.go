@@ -45,8 +45,14 @@ const name = "cloudInit"
 // Parse parses a cloud-init template. An action that does not parse, a
 // function that does not exist or a field that the template data does not
 // have is an error with its line number. Errors quote template actions,
-// never the text around them, which may hold join tokens.
+// never the text around them, which may hold join tokens: a quote left
+// open inside an action, which text/template would let run on into the
+// text after the action, is an error of its own with the quote's line and
+// column.
 func Parse(text string) (*Template, error) {
+	if err := checkQuotes(text); err != nil {
+		return nil, err
+	}
 	t, err := template.New(name).Delims(LeftDelim, RightDelim).Option("missingkey=error").Parse(text)
 	if err != nil {
 		return nil, cleanError(err)
