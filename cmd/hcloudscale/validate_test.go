@@ -163,6 +163,21 @@ func TestValidateProblems(t *testing.T) {
 			want: []problem{{"--nodes[1] (arm-batch)", `server type "cax21" is not available in location "nbg1" (sold out); scale-ups of the pool fail at once until the catalogue offers it again`}},
 		},
 		{
+			name: "a quote left open in a template action: position, not the join token",
+			extra: map[string]string{config.EnvClusterConfigFile: "", config.EnvClusterConfig: b64(`{"cloudInitTemplate": true, "nodeConfigs": {"workers": {
+				"cloudInit": "#cloud-config\nruncmd:\n- <% if eq .Arch 'arm64 %>arm<% end %> && kubeadm join --token abcdef.0123456789abcdef'\n"}}}`)},
+			nodes: []string{"--nodes=0:10:cpx31:fsn1:workers"},
+			want: []problem{{"nodeConfigs.workers.cloudInit",
+				"template: line 3, column 18: a character constant (') opened in this action runs past its %>; close it before the %>"}},
+		},
+		{
+			name:  "gzip-compressed legacy cloud-init",
+			extra: map[string]string{config.EnvClusterConfigFile: "", config.EnvCloudInit: b64("\x1f\x8b\x08\x00gzip"), config.EnvImage: "ubuntu-24.04"},
+			nodes: []string{"--nodes=0:10:cpx31:fsn1:workers"},
+			want: []problem{{"HCLOUD_CLOUD_INIT",
+				"cloud-init is gzip-compressed; Hetzner's API carries user data as text (a JSON string), so send it uncompressed"}},
+		},
+		{
 			name:  "placement group too small",
 			nodes: []string{"--nodes=0:11:cpx31:fsn1:workers", "--nodes=0:5:cax21:hel1:arm-batch-hel1"},
 			want: []problem{{"nodeConfigs.workers.placementGroup",
