@@ -5,7 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
@@ -51,8 +54,8 @@ type poolStatus struct {
 	Running    int    `json:"running"`
 	Creating   int    `json:"creating"`
 	Deleting   int    `json:"deleting"`
-	// Failed counts the instances with an error; they are also counted
-	// by their state.
+	// Failed counts the failed creations (instances with an error);
+	// Creating leaves them out, so that each instance is counted once.
 	Failed        int `json:"failed"`
 	PendingClaims int `json:"pendingClaims"`
 	// Offering is "available", or "deprecated" with OrderableUntil, as
@@ -72,8 +75,11 @@ type instanceStatus struct {
 	Error    *errorStatus `json:"error,omitempty"`
 }
 
+// errorStatus is an instance's error info; for a server in Hetzner status
+// unknown, which is no failure (it counts as running and is never deleted
+// for it), it has the code unknown-status and no class.
 type errorStatus struct {
-	Class   string `json:"class"`
+	Class   string `json:"class,omitempty"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
@@ -177,7 +183,7 @@ func newPoolStatus(p *pool.Pool, t *servercache.ServerType) poolStatus {
 	ps := poolStatus{
 		Name: p.Name(), ServerType: pc.ServerType, Location: pc.Location,
 		MinSize: st.MinSize, MaxSize: st.MaxSize, Target: st.Target,
-		Running: st.Running, Creating: st.Creating, Deleting: st.Deleting, Failed: st.Failed,
+		Running: st.Running, Creating: creatingOnly(st), Deleting: st.Deleting, Failed: st.Failed,
 		PendingClaims: st.PendingClaims,
 		Offering:      offering(t, pc.Location),
 		Instances:     []instanceStatus{},
@@ -203,10 +209,29 @@ func newPoolStatus(p *pool.Pool, t *servercache.ServerType) poolStatus {
 
 func newInstanceStatus(in pool.Instance) instanceStatus {
 	is := instanceStatus{ID: in.ID, Name: in.Name, ServerID: in.ServerID, State: in.State.String(), Status: string(in.Status)}
-	if in.Error != nil {
+	switch {
+	case in.Error != nil:
 		is.Error = &errorStatus{Class: in.Error.Class.String(), Code: in.Error.Code, Message: in.Error.Message}
+	case in.Status == hcloud.ServerStatusUnknown:
+		is.Error = &errorStatus{Code: codeUnknownStatus,
+			Message: "Hetzner reports the server's status as unknown; it counts as running and is not deleted for it"}
 	}
 	return is
+}
+
+// codeUnknownStatus marks a server in Hetzner status unknown.
+const codeUnknownStatus = "unknown-status"
+
+// creatingOnly counts the instances being created without the failed
+// creations, which are in state Creating too but counted as failed.
+func creatingOnly(st pool.Status) int {
+	n := st.Creating
+	for _, in := range st.Errors {
+		if in.State == pool.Creating {
+			n--
+		}
+	}
+	return n
 }
 
 // offering says whether the catalogue offers the type in the location.
@@ -248,7 +273,7 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 			}
 			errText := "-"
 			if in.Error != nil {
-				errText = fmt.Sprintf("%s %s: %s", in.Error.Class, in.Error.Code, in.Error.Message)
+				errText = strings.TrimSpace(in.Error.Class+" "+in.Error.Code) + ": " + in.Error.Message
 			}
 			rows = append(rows, []any{p.Name, in.Name, in.ID, in.State, orDash(in.Status), errText})
 		}

@@ -60,7 +60,7 @@ func TestStatus(t *testing.T) {
 	res := decodeJSON[statusResult](t, r)
 	want := []poolStatus{
 		{Name: "workers", ServerType: "cpx31", Location: "fsn1", MinSize: 0, MaxSize: 10, Target: 4,
-			Running: 3, Creating: 1, Failed: 1, Offering: "available"},
+			Running: 3, Creating: 0, Failed: 1, Offering: "available"},
 		{Name: "arm-batch", ServerType: "cax21", Location: "nbg1", MinSize: 0, MaxSize: 5, Target: 1,
 			Running: 1, Offering: "available"},
 		{Name: "arm-batch-hel1", ServerType: "cax21", Location: "hel1", MinSize: 0, MaxSize: 5, Offering: "available"},
@@ -85,9 +85,9 @@ func TestStatus(t *testing.T) {
 		{"workers-1", "running", "running", ""},
 		{"workers-2", "running", "running", ""},
 		{"workers-3", "creating", "initializing", "Other/not-started"},
-		// Not a failed creation: no error info, or the autoscaler
-		// would count it neither registered nor unregistered.
-		{"workers-4", "running", "unknown", ""},
+		// Not a failed creation: running, with a code but no class
+		// (the autoscaler gets no error info for it).
+		{"workers-4", "running", "unknown", "/unknown-status"},
 	}
 	if diff := cmp.Diff(wantInst, got); diff != "" {
 		t.Errorf("status workers instances (-want +got):\n%s", diff)
@@ -103,6 +103,8 @@ func TestStatus(t *testing.T) {
 		"Instances with errors\n",
 		"workers-3",
 		"Other not-started: ",
+		"workers-4",
+		"unknown-status: Hetzner reports the server's status as unknown",
 		"API budget: ",
 	} {
 		if !strings.Contains(r.stdout, want) {
