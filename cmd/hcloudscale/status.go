@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,7 +23,8 @@ func statusHelp(fs *flag.FlagSet) func(io.Writer) {
 
 Shows each pool as the autoscaler sees it: min, max and target size, its servers by
 state, the instances that need attention with their errors (servers that never started,
-servers in status unknown), whether the pool's server type can be ordered in its location,
+servers in status unknown, stopped servers of a subnet pool that are not attached to the
+network: an interrupted create, shown as creating), whether the pool's server type can be ordered in its location,
 and the API rate-limit budget left.
 
 status builds its own view from the API (one server listing, which is all the pools'
@@ -171,7 +173,11 @@ func clusterStatus(ctx context.Context, c *hcloudscale.Cluster) (*statusResult, 
 		Warnings:    append([]string{}, c.Warnings()...),
 	}
 	for _, p := range c.Pools() {
-		res.Pools = append(res.Pools, newPoolStatus(p, byName[p.Config().ServerType]))
+		ps := newPoolStatus(p, byName[p.Config().ServerType])
+		if err := markUnfinished(ctx, c, p, &ps); err != nil {
+			return nil, err
+		}
+		res.Pools = append(res.Pools, ps)
 	}
 	res.RateLimit = newRateLimitStatus(c.RateLimit())
 	return res, nil
@@ -217,6 +223,54 @@ func newInstanceStatus(in pool.Instance) instanceStatus {
 			Message: "Hetzner reports the server's status as unknown; it counts as running and is not deleted for it"}
 	}
 	return is
+}
+
+// codeUnfinished marks a server of a subnet pool that is off and not
+// attached to the network: a create flow that was interrupted.
+const codeUnfinished = "unfinished-create"
+
+// markUnfinished shows the servers of a subnet pool that are off and not
+// attached to the pool's network as creating, not running: the pool
+// creates its servers stopped and attaches them before it powers them on,
+// so such a server is a create that an interrupted process left half
+// done, and has never run. status does not resume creates; it says what
+// does. It looks up each stopped server of such a pool (one request each).
+func markUnfinished(ctx context.Context, c *hcloudscale.Cluster, p *pool.Pool, ps *poolStatus) error {
+	pc := p.Config()
+	if !pc.SubnetIPRange.IsValid() || pc.Network == "" {
+		return nil
+	}
+	var network *hcloud.Network
+	for i := range ps.Instances {
+		in := &ps.Instances[i]
+		if in.State != pool.Running.String() || in.Status != string(hcloud.ServerStatusOff) || in.Error != nil {
+			continue
+		}
+		if network == nil {
+			n, _, err := c.Client().Network.Get(ctx, pc.Network)
+			if err != nil {
+				return fmt.Errorf("pool %s: looking up network %q: %w", p.Name(), pc.Network, err)
+			}
+			if n == nil {
+				return nil // checked at the start; gone since
+			}
+			network = n
+		}
+		srv, _, err := c.Client().Server.GetByID(ctx, in.ServerID)
+		if err != nil {
+			return fmt.Errorf("pool %s: looking up server %s: %w", p.Name(), in.Name, err)
+		}
+		if srv == nil || slices.ContainsFunc(srv.PrivateNet, func(pn hcloud.ServerPrivateNet) bool { return pn.Network != nil && pn.Network.ID == network.ID }) {
+			continue
+		}
+		in.State = pool.Creating.String()
+		in.Error = &errorStatus{Code: codeUnfinished, Message: fmt.Sprintf(
+			"created stopped and not attached to network %s: an interrupted create; \"hcloudscale scale %s <N>\" or serve finishes it (attach, power on), \"hcloudscale cleanup --yes\" deletes it",
+			pc.Network, p.Name())}
+		ps.Running--
+		ps.Creating++
+	}
+	return nil
 }
 
 // codeUnknownStatus marks a server in Hetzner status unknown.
