@@ -169,6 +169,10 @@ func listCleanupServers(ctx context.Context, client *hcloud.Client, cfg *config.
 	servers, err := client.Server.AllWithOpts(ctx, hcloud.ServerListOpts{
 		ListOpts: hcloud.ListOpts{LabelSelector: selector, PerPage: 50},
 	})
+	if hcloud.IsError(err, hcloud.ErrorCodeUnauthorized) {
+		return nil, fmt.Errorf("%s: the API refused the token (%w): check %s (or %s) and that the token is of this project",
+			config.EnvToken, err, config.EnvToken, config.EnvTokenFile)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing servers with label selector %q: %w", selector, err)
 	}

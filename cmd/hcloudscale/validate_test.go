@@ -259,8 +259,15 @@ func TestValidateWrongToken(t *testing.T) {
 	t.Parallel()
 	p := newFakeProject(t, hcloudtest.WithToken("right"))
 	r := runCmd(t, runValidate, p.env(t, map[string]string{config.EnvToken: "wrong"}), append([]string{"--online"}, exampleNodes...)...)
-	if r.code != exitFailure || !strings.Contains(r.stdout, "unauthorized") {
-		t.Errorf("validate --online with a wrong token = %d, stdout %q; want %d and unauthorized", r.code, r.stdout, exitFailure)
+	want := "1 problem:\n  HCLOUD_TOKEN: the API refused the token (unable to authenticate, unauthorized): check HCLOUD_TOKEN (or HCLOUD_TOKEN_FILE) and that the token is of this project\n"
+	if r.code != exitFailure || !strings.Contains(r.stdout, want) || strings.Contains(r.stdout, "listing server types: listing server types") {
+		t.Errorf("validate --online with a wrong token = %d, stdout %q; want %d and one problem %q", r.code, r.stdout, exitFailure, want)
+	}
+	for name, cmd := range map[string]subcommand{"status": runStatus, "cleanup": runCleanup} {
+		r := runCmd(t, cmd, p.env(t, map[string]string{config.EnvToken: "wrong"}), exampleNodes...)
+		if r.code != exitFailure || !strings.Contains(r.stderr, "HCLOUD_TOKEN: the API refused the token") || strings.Count(r.stderr, "unauthorized") != 1 {
+			t.Errorf("%s with a wrong token = %d, stderr %q; want %d and one problem naming HCLOUD_TOKEN", name, r.code, r.stderr, exitFailure)
+		}
 	}
 	if strings.Contains(r.stdout+r.stderr, "wrong") {
 		t.Errorf("validate printed the token:\n%s%s", r.stdout, r.stderr)
