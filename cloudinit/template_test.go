@@ -152,6 +152,12 @@ func TestPrints(t *testing.T) {
 		{"<% range .Taints %><% .Key %><% end %>", false, true},
 		// Inside with, dot is the server name: .Labels is not the pool's.
 		{"<% with .ServerName %><% .Labels %><% end %>", false, false},
+		// One label, or a label's presence, is not all of them.
+		{"<% .Labels.workload %>", false, false},
+		{`<% index .Labels "workload" %> <% $.Labels.team %>`, false, false},
+		{"<% if .Labels.gpu %><% .KubeadmTaints %><% end %>", false, true},
+		{"<% len .Taints %>", false, false},
+		{"<% .Labels %> <% $.Taints %>", true, true},
 	} {
 		tmpl, err := Parse(c.text)
 		if err != nil {
