@@ -96,7 +96,7 @@ func (p *problems) clusterConfig(data []byte) (*ClusterConfig, error) {
 			p.members(path, raw, func(name string, raw json.RawMessage) {
 				np := childPath(path, name)
 				if isNull(raw) {
-					p.addf(np, "want an object, got null")
+					p.addf(np, "want an object, got null: write {} for a pool that takes every default")
 					return
 				}
 				cc.NodeConfigs[name] = p.nodeConfig(np, raw)

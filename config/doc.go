@@ -33,7 +33,9 @@
 //   - HCLOUD_CLUSTER_CONFIG: the cluster config, base64-encoded JSON (standard
 //     alphabet; line breaks ignored).
 //   - HCLOUD_CLUSTER_CONFIG_FILE: a file holding the cluster config as plain
-//     JSON.
+//     JSON: base64 text or a UTF-8 byte order mark is an error that says
+//     so. Files are read up to [MaxFileBytes] (4 MiB); a larger one is an
+//     error.
 //   - HCLOUD_CLOUD_INIT: legacy format: base64 cloud-init for every pool.
 //     What it decodes to must be valid UTF-8 (not gzip-compressed), as
 //     any user data.
