@@ -39,7 +39,9 @@ them: create requests already sent go on at Hetzner, and the servers carry the p
 labels. A pool with a subnet range creates its servers stopped and attaches them itself:
 they stay off and unattached until "scale" (or serve) runs again for the pool, and
 "cleanup --yes" deletes them. With -o json, "created" counts the servers that exist at
-the end ("createdServers"), "requested" what was asked for.
+the end ("createdServers"), "requested" what was asked for; "deleted" names the servers
+the API no longer shows, "notDeleted" those it still shows (being deleted, or kept by a
+failed delete).
 
 Do not scale a pool by hand while an autoscaler manages it: the autoscaler may undo it.
 
@@ -67,15 +69,19 @@ type scaleResult struct {
 	Requested      int      `json:"requested"`
 	Created        int      `json:"created"`
 	CreatedServers []string `json:"createdServers"`
-	Deleted        []string `json:"deleted"`
-	Waited         bool     `json:"waited"`
-	Seconds        float64  `json:"seconds"`
-	Target         int      `json:"target"`
-	Running        int      `json:"running"`
-	Creating       int      `json:"creating"`
-	Deleting       int      `json:"deleting"`
-	Failed         int      `json:"failed"`
-	Errors         []string `json:"errors"`
+	// Deleted names the servers the scale-down deleted that are gone;
+	// NotDeleted those that are still there (being deleted, or back
+	// after a failed delete).
+	Deleted    []string `json:"deleted"`
+	NotDeleted []string `json:"notDeleted"`
+	Waited     bool     `json:"waited"`
+	Seconds    float64  `json:"seconds"`
+	Target     int      `json:"target"`
+	Running    int      `json:"running"`
+	Creating   int      `json:"creating"`
+	Deleting   int      `json:"deleting"`
+	Failed     int      `json:"failed"`
+	Errors     []string `json:"errors"`
 }
 
 // runScale is "hcloudscale scale POOL N".
@@ -196,7 +202,7 @@ const pollEvery = 100 * time.Millisecond
 func (s *scaler) scale(ctx context.Context, n int, wait bool, timeout time.Duration) (*scaleResult, error) {
 	p := s.pool
 	began := time.Now()
-	res := &scaleResult{Pool: p.Name(), From: p.TargetSize(), To: n, CreatedServers: []string{}, Deleted: []string{}, Errors: []string{}}
+	res := &scaleResult{Pool: p.Name(), From: p.TargetSize(), To: n, CreatedServers: []string{}, Deleted: []string{}, NotDeleted: []string{}, Errors: []string{}}
 	before := map[string]bool{}
 	for _, in := range p.Instances() {
 		before[in.Name] = true
@@ -212,6 +218,22 @@ func (s *scaler) scale(ctx context.Context, n int, wait bool, timeout time.Durat
 			}
 			slices.Sort(res.CreatedServers)
 			res.Created = len(res.CreatedServers)
+		}
+		// What is gone, as the API says, not what was asked to go; the
+		// pool shows a server whose delete it has not seen end as
+		// deleting. A server that cannot be looked up counts as there.
+		if len(res.Deleted) > 0 {
+			lookCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			asked := res.Deleted
+			res.Deleted = []string{}
+			for _, name := range asked {
+				if srv, _, err := s.cluster.Client().Server.GetByName(lookCtx, name); err != nil || srv != nil {
+					res.NotDeleted = append(res.NotDeleted, name)
+				} else {
+					res.Deleted = append(res.Deleted, name)
+				}
+			}
 		}
 		st := p.Status()
 		res.Seconds = time.Since(began).Seconds()

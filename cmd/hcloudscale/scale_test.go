@@ -39,7 +39,7 @@ func TestScaleUpAndDown(t *testing.T) {
 		t.Fatalf("scale workers 3 = %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
 	}
 	res := decodeJSON[scaleResult](t, r)
-	want := scaleResult{Pool: "workers", From: 0, To: 3, Requested: 3, Created: 3, Deleted: []string{}, Waited: true,
+	want := scaleResult{Pool: "workers", From: 0, To: 3, Requested: 3, Created: 3, Deleted: []string{}, NotDeleted: []string{}, Waited: true,
 		Target: 3, Running: 3, Errors: []string{}}
 	if diff := cmp.Diff(want, res, cmpopts.IgnoreFields(scaleResult{}, "Seconds", "CreatedServers")); diff != "" {
 		t.Errorf("scale workers 3 (-want +got):\n%s", diff)
@@ -322,4 +322,25 @@ func TestScaleInterrupted(t *testing.T) {
 			}
 		}
 	})
+}
+
+// scale -o json lists as deleted only the servers that are gone: a server
+// whose delete action failed is still there.
+func TestScaleJSONDeletedAreGone(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t, hcloudtest.WithDefaultActionDuration(0))
+	env := simpleConfigEnv(t, p)
+	if r := runCmd(t, runScale, env, "workers", "2", "--nodes=0:5:cpx31:fsn1:workers"); r.code != exitOK {
+		t.Fatalf("scale workers 2 = %d; stderr:\n%s", r.code, r.stderr)
+	}
+	p.api.FailAction("delete_server", "server_error", "disk busy")
+	r := runCmd(t, runScale, env, "workers", "0", "-o", "json", "--timeout=2s", "--nodes=0:5:cpx31:fsn1:workers")
+	res := decodeJSON[scaleResult](t, r)
+	left := serversOf(t, p, "workers")
+	if r.code != exitFailure || len(left) != 1 {
+		t.Fatalf("scale workers 0 with a failed delete = %d, %d left; want %d, 1 left; stderr:\n%s", r.code, len(left), exitFailure, r.stderr)
+	}
+	if len(res.Deleted) != 1 || slices.Contains(res.Deleted, left[0].Name) || !slices.Equal(res.NotDeleted, []string{left[0].Name}) {
+		t.Errorf("scale workers 0: deleted %v, notDeleted %v; want the gone server deleted and %s not; stderr:\n%s", res.Deleted, res.NotDeleted, left[0].Name, r.stderr)
+	}
 }
