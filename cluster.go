@@ -280,6 +280,18 @@ func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 // its offering marked unavailable, and named in a warning; so is a
 // placement group without room for the pools' max sizes. Both are capacity
 // errors at runtime as well.
+// refusedToken turns a token the API refuses, which fails every lookup,
+// into one problem of the setting, instead of one per lookup; nil if err
+// holds no such refusal.
+func refusedToken(err error) error {
+	var apiErr hcloud.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != hcloud.ErrorCodeUnauthorized {
+		return nil
+	}
+	return fieldErr(config.EnvToken, "the API refused the token (%s, %s): check %s (or %s) and that the token is of this project",
+		apiErr.Message, apiErr.Code, config.EnvToken, config.EnvTokenFile)
+}
+
 func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*config.Pool, err error) {
 	var errs []error
 	refs, err = resolveReferences(ctx, newReferenceAPI(c.client), c.cfg)
@@ -289,7 +301,13 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 
 	types, err := c.types.All(ctx)
 	if err != nil {
-		return nil, nil, errors.Join(append(errs, fmt.Errorf("listing server types: %w", err))...)
+		errs = append(errs, err) // it says "listing server types"
+	}
+	if err := refusedToken(errors.Join(errs...)); err != nil {
+		return nil, nil, err
+	}
+	if err != nil {
+		return nil, nil, errors.Join(errs...)
 	}
 	byName := make(map[string]*servercache.ServerType, len(types))
 	for _, t := range types {

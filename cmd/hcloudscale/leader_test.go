@@ -286,6 +286,13 @@ func TestLeaderElectionHandOver(t *testing.T) {
 	if err := b.increase(1); err != nil {
 		t.Fatalf("new leader NodeGroupIncreaseSize(1): %v", err)
 	}
+	// A claim whose create request is not sent yet is dropped at SIGTERM
+	// (the next leader would count it nowhere); wait until it is sent.
+	for deadline := time.Now().Add(10 * time.Second); e.fake.Count("POST /servers") < 4; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new leader's create was not sent; b:\n%s", b.stderr.String())
+		}
+	}
 	if code := b.stop(20 * time.Second); code != exitOK {
 		t.Fatalf("replica b exited with %d; stderr:\n%s", code, b.stderr.String())
 	}
