@@ -91,7 +91,7 @@
 // hcloudscale_server_*, hcloudscale_unavailable_offerings), the action
 // waiter's (hcloudscale_action_*), the rate-limit
 // budget (hcloudscale_api_*) and hcloud-go's request metrics (hcloud_api_*).
-// The repository README lists every series.
+// docs/deploy.md in the repository lists every series.
 //
 // # One writer
 //
