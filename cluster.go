@@ -306,7 +306,10 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 	}
 	for i := range c.cfg.Pools {
 		p := &c.cfg.Pools[i]
-		path := config.PoolSetting(i, p.Name)
+		path := p.Origin
+		if path == "" {
+			path = config.PoolSetting(i, p.Name)
+		}
 		t := byName[p.ServerType]
 		if t == nil {
 			offer(fieldErr(path, "server type %q does not exist", p.ServerType))

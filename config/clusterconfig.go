@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,14 @@ type ClusterConfig struct {
 
 // NodeConfig is one nodeConfigs entry.
 type NodeConfig struct {
+	// MinSize, MaxSize, ServerType and Location are the fields of a
+	// --nodes spec: an entry that has them declares its pool without one.
+	// nil or "": key absent. ServerType and Location are lower-cased.
+	MinSize    *int
+	MaxSize    *int
+	ServerType string
+	Location   string
+
 	CloudInit         Secret
 	CloudInitTemplate *bool // nil: key absent
 	Labels            map[string]string
@@ -147,7 +156,36 @@ func (cc *ClusterConfig) isTemplate(nc *NodeConfig) bool {
 
 func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 	nc := &NodeConfig{}
+	size := func(dst **int) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) {
+			if n, ok := p.integer(path, raw); ok {
+				if n < 0 {
+					p.addf(path, "%d is negative", n)
+					return
+				}
+				*dst = &n
+			}
+		}
+	}
+	offering := func(dst *string) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) {
+			s, ok := p.str(path, raw)
+			switch {
+			case !ok:
+			case s == "":
+				p.addf(path, "empty")
+			case checkNoSpace(s) != nil:
+				p.addf(path, "%q %w", s, checkNoSpace(s))
+			default:
+				*dst = strings.ToLower(s)
+			}
+		}
+	}
 	p.fields(path, raw, map[string]func(string, json.RawMessage){
+		"minSize":    size(&nc.MinSize),
+		"maxSize":    size(&nc.MaxSize),
+		"serverType": offering(&nc.ServerType),
+		"location":   offering(&nc.Location),
 		"cloudInit": func(path string, raw json.RawMessage) {
 			if s, ok := p.str(path, raw); ok {
 				nc.CloudInit = Secret(s)
@@ -220,7 +258,25 @@ func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 			nc.Autoscaling = p.autoscaling(path, raw)
 		},
 	})
+	if nc.MinSize != nil && nc.MaxSize != nil && *nc.MinSize > *nc.MaxSize {
+		p.addf(path+".minSize", "%d is greater than maxSize %d", *nc.MinSize, *nc.MaxSize)
+	}
 	return nc
+}
+
+// declaresPools reports whether any entry declares a pool.
+func (cc *ClusterConfig) declaresPools() bool {
+	for _, nc := range cc.NodeConfigs {
+		if nc.declaresPool() {
+			return true
+		}
+	}
+	return false
+}
+
+// declaresPool reports whether the entry has any of the --nodes fields.
+func (nc *NodeConfig) declaresPool() bool {
+	return nc.MinSize != nil || nc.MaxSize != nil || nc.ServerType != "" || nc.Location != ""
 }
 
 // images decodes an imagesForArch object. An empty spec is unset: upstream

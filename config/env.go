@@ -144,7 +144,7 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 	}
 	cfg.ClusterName = envClusterName
 
-	specs := p.nodeSpecs(nodeSpecs)
+	specs, origins := p.nodeSpecs(nodeSpecs)
 
 	cc, legacyCloudInit := p.source(env, cfg)
 	if cc != nil {
@@ -159,7 +159,11 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 		}
 		cfg.DefaultSubnetIPRange = cc.DefaultSubnetIPRange
 	}
-	cfg.Pools = p.pools(cfg, cc, legacyCloudInit, specs)
+	cfg.Pools = p.pools(cfg, cc, legacyCloudInit, specs, origins)
+	jsonMode := cfg.Source == SourceClusterConfig || cfg.Source == SourceClusterConfigFile
+	if len(nodeSpecs) == 0 && len(cfg.Pools) == 0 && (!jsonMode || cc != nil && !cc.declaresPools()) {
+		p.addf("--nodes", "no pools: give at least one --nodes=%s, or declare pools in the cluster config (nodeConfigs.<pool> with serverType, location and maxSize)", NodeSpecFormat)
+	}
 	p.upstreamImages(cfg, cc, env.get(EnvImage) != "")
 
 	if len(p.errs) > 0 {
@@ -324,13 +328,11 @@ func ParseCreationTimeout(s string) (time.Duration, error) {
 const maxCreationTimeout = 24 * time.Hour
 
 // nodeSpecs parses the --nodes values and rejects repeated pool names,
-// which upstream resolved by silently dropping the earlier pool.
-func (p *problems) nodeSpecs(values []string) []NodeSpec {
-	if len(values) == 0 {
-		p.addf("--nodes", "no pools: give at least one --nodes=%s", NodeSpecFormat)
-		return nil
-	}
+// which upstream resolved by silently dropping the earlier pool. It
+// returns the specs that parsed and the setting each comes from.
+func (p *problems) nodeSpecs(values []string) ([]NodeSpec, []string) {
 	var specs []NodeSpec
+	var origins []string
 	first := map[string]int{}
 	for i, v := range values {
 		path := nodeSpecPath(i, v)
@@ -348,8 +350,9 @@ func (p *problems) nodeSpecs(values []string) []NodeSpec {
 			p.warnf(path, "max size 0: the pool is parked and never scaled up")
 		}
 		specs = append(specs, spec)
+		origins = append(origins, path)
 	}
-	return specs
+	return specs, origins
 }
 
 // nodeSpecPath names the i-th --nodes value and, when it has one, the pool

@@ -116,7 +116,8 @@ type Config struct {
 	// DefaultSubnetIPRange is the cluster config's defaultSubnetIPRange.
 	DefaultSubnetIPRange netip.Prefix
 
-	// Pools in the order of the --nodes specs.
+	// Pools in the order of the --nodes specs, then the pools declared in
+	// the cluster config only, by name.
 	Pools []Pool
 }
 
@@ -127,6 +128,10 @@ type Pool struct {
 	MaxSize    int
 	ServerType string // lower-case
 	Location   string // lower-case
+	// Origin names the setting that declares the pool, for messages:
+	// "--nodes[2] (workers)" or "nodeConfigs.workers". Empty for a pool
+	// built in code; Validate does not read it.
+	Origin string
 
 	CloudInit Secret
 	// CloudInitTemplate says CloudInit is a template (package cloudinit),
