@@ -68,6 +68,7 @@ func (p *Pool) Resume() int {
 		return 0
 	}
 	servers := snap.Pool(p.cfg.Name)
+	set := p.current()
 	listed := make(map[int64]bool, len(servers))
 	var started []*claim
 	for _, s := range servers {
@@ -78,7 +79,7 @@ func (p *Pool) Resume() int {
 			}
 			delete(p.released, s.ID)
 		}
-		if _, owned := p.claims[s.Name]; owned || p.deletingLocked(s) || !p.resumable(s, now) {
+		if _, owned := p.claims[s.Name]; owned || p.deletingLocked(s) || !p.resumable(set, s, now) {
 			continue
 		}
 		requested := s.Created
@@ -86,7 +87,7 @@ func (p *Pool) Resume() int {
 			requested = now
 		}
 		c := &claim{
-			name: s.Name, requested: requested, done: make(chan struct{}),
+			name: s.Name, requested: requested, done: make(chan struct{}), set: set,
 			phase: claimCreating, serverID: s.ID, status: s.Status,
 		}
 		p.claims[c.name] = c
@@ -116,13 +117,13 @@ func (p *Pool) Resume() int {
 
 // resumable reports whether a listed server may be a create flow left
 // unfinished; runResume decides after looking it up.
-func (p *Pool) resumable(s *servercache.Server, now time.Time) bool {
+func (p *Pool) resumable(set *settings, s *servercache.Server, now time.Time) bool {
 	young := s.Created.IsZero() || now.Sub(s.Created) <= p.opts.creationTimeout
 	switch s.Status {
 	case hcloud.ServerStatusInitializing, hcloud.ServerStatusStarting:
 		return young
 	case hcloud.ServerStatusOff:
-		return p.stoppedCreates
+		return set.stoppedCreates
 	default:
 		return false
 	}
@@ -142,14 +143,14 @@ func (p *Pool) runResume(taskCtx context.Context, c *claim, listed hcloud.Server
 	ref := &hcloud.Server{ID: c.serverID, Name: c.name}
 
 	server, err := p.getServer(ctx, c.serverID)
-	if err == nil && server != nil && p.resumeStale(server) {
+	if err == nil && server != nil && p.resumeStale(c.set, server) {
 		err = errNotResumable
 	}
 	if err == nil && server != nil && !p.owns(server.Labels) {
 		err = errNotResumable
 	}
 	if err == nil && server != nil {
-		server, err = p.finishCreate(ctx, server, log)
+		server, err = p.finishCreate(ctx, c.set, server, log)
 	}
 	switch {
 	case err == nil && server == nil:
@@ -200,8 +201,8 @@ func isStepError(err error) bool {
 // resumeStale reports an attached, stopped server of a subnet pool that
 // is older than the creation timeout: it may have run and been stopped
 // since, which is not the pool's to undo.
-func (p *Pool) resumeStale(s *hcloud.Server) bool {
-	if !p.stoppedCreates || s.Status != hcloud.ServerStatusOff || s.PrivateNetFor(p.deps.Network) == nil {
+func (p *Pool) resumeStale(set *settings, s *hcloud.Server) bool {
+	if !set.stoppedCreates || s.Status != hcloud.ServerStatusOff || s.PrivateNetFor(set.refs.Network) == nil {
 		return false
 	}
 	return !s.Created.IsZero() && p.now().Sub(s.Created) > p.opts.creationTimeout
@@ -210,7 +211,7 @@ func (p *Pool) resumeStale(s *hcloud.Server) bool {
 // finishCreate drives a server from where a create flow left it to
 // running, one idempotent step at a time, looking the server up after
 // each. It returns nil, nil when the server disappeared.
-func (p *Pool) finishCreate(ctx context.Context, s *hcloud.Server, log *zap.Logger) (*hcloud.Server, error) {
+func (p *Pool) finishCreate(ctx context.Context, set *settings, s *hcloud.Server, log *zap.Logger) (*hcloud.Server, error) {
 	var err error
 	for range resumeSteps {
 		switch {
@@ -226,15 +227,15 @@ func (p *Pool) finishCreate(ctx context.Context, s *hcloud.Server, log *zap.Logg
 			if s, err = p.pollServer(ctx, s, settledForResume); err != nil {
 				return nil, &stepError{"wait for server", err}
 			}
-		case s.Status == hcloud.ServerStatusOff && !p.stoppedCreates:
+		case s.Status == hcloud.ServerStatusOff && !set.stoppedCreates:
 			return nil, &stepError{"wait for server", &infoError{ErrorInfo{Class: Other, Code: CodeActionFailed,
 				Message: fmt.Sprintf("server %s is off after its create: its create or start action failed", s.Name)}}}
-		case s.Status == hcloud.ServerStatusOff && s.PrivateNetFor(p.deps.Network) == nil:
+		case s.Status == hcloud.ServerStatusOff && s.PrivateNetFor(set.refs.Network) == nil:
 			server := s
 			action, err := p.send(ctx, true, func(ctx context.Context) (*hcloud.Action, *hcloud.Response, error) {
 				return p.deps.Servers.AttachToNetwork(ctx, server, hcloud.ServerAttachToNetworkOpts{
-					Network: p.deps.Network,
-					IPRange: prefixToIPNet(p.cfg.SubnetIPRange),
+					Network: set.refs.Network,
+					IPRange: prefixToIPNet(set.cfg.SubnetIPRange),
 				})
 			})
 			switch {
@@ -242,7 +243,7 @@ func (p *Pool) finishCreate(ctx context.Context, s *hcloud.Server, log *zap.Logg
 				if err := p.deps.Waiter.Wait(ctx, action); err != nil {
 					return nil, &stepError{"attach to network", err}
 				}
-				log.Debug("server attached to network", zap.Int64("network", p.deps.Network.ID))
+				log.Debug("server attached to network", zap.Int64("network", set.refs.Network.ID))
 			case hcloud.IsError(err, hcloud.ErrorCodeServerAlreadyAttached, hcloud.ErrorCodeLocked):
 				// Another process attached it, or is acting on it.
 			default:
@@ -367,7 +368,7 @@ func (p *Pool) dropResumed(c *claim, status hcloud.ServerStatus) {
 // attached, already running), the create is finished from what the API
 // shows, as a resumed flow would. Otherwise the refusal is the flow's
 // failure.
-func (p *Pool) finishRefused(ctx context.Context, res *created, what string, cause error, log *zap.Logger) (string, error) {
+func (p *Pool) finishRefused(ctx context.Context, set *settings, res *created, what string, cause error, log *zap.Logger) (string, error) {
 	if ctx.Err() != nil {
 		return what, cause
 	}
@@ -380,7 +381,7 @@ func (p *Pool) finishRefused(ctx context.Context, res *created, what string, cau
 	if err != nil || s == nil || (!locked && s.Status == hcloud.ServerStatusOff) {
 		return what, cause
 	}
-	s, err = p.finishCreate(ctx, s, log)
+	s, err = p.finishCreate(ctx, set, s, log)
 	if err != nil || s == nil {
 		return what, cause
 	}
