@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
@@ -27,7 +28,6 @@ import (
 // listing, one server-type catalogue, one image resolver and one action
 // poller. Its methods are safe for concurrent use.
 type Cluster struct {
-	cfg    *config.Config
 	client *hcloud.Client
 	pacer  *pacer.Pacer
 	log    *zap.Logger
@@ -37,9 +37,14 @@ type Cluster struct {
 	images  *imageresolve.Resolver
 	waiter  *actionwait.Waiter
 
-	pools    []*pool.Pool
-	byName   map[string]*pool.Pool
-	warnings []string
+	// pools holds the configuration and its pools; Reconfigure replaces
+	// it whole, under reconfigureMu.
+	pools         atomic.Pointer[poolSet]
+	reconfigureMu sync.Mutex
+	opts          options         // what New was given, for pools added later
+	offerings     *pool.Offerings // shared by all pools
+	reload        *reloader       // nil without WithReload
+	warnings      []string
 
 	lenient    bool        // offer problems are warnings (WithLenientChecks)
 	noResume   bool        // unfinished create flows are left alone (WithoutResume)
@@ -79,9 +84,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		}
 	}
 	c := &Cluster{
-		cfg:        cfg,
 		log:        o.logger,
-		byName:     map[string]*pool.Pool{},
+		opts:       o,
 		warnings:   slices.Clone(cfg.Warnings),
 		lenient:    o.lenient,
 		noResume:   o.noResume,
@@ -104,7 +108,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		imageresolve.WithLogger(o.logger),
 	)
 	c.presence = newPresenceCache(&c.client.Server, o.clock)
-	err := c.start(ctx, &o)
+	c.pools.Store(&poolSet{cfg: cfg, byName: map[string]*pool.Pool{}})
+	err := c.start(ctx, cfg, &o)
 	// The warnings found so far are logged whether or not the Cluster
 	// starts: they may explain why it did not.
 	for _, w := range c.warnings {
@@ -123,7 +128,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 // start registers the Cluster's metrics, checks the configuration against
 // the API and builds the waiter and the pools. On error the caller closes
 // the Cluster.
-func (c *Cluster) start(ctx context.Context, o *options) error {
+func (c *Cluster) start(ctx context.Context, cfg *config.Config, o *options) error {
 	// The collectors of the waiter, the pools and the offerings, registered
 	// here so that a conflict on the registerer fails New; they register
 	// again through the same registerer and reuse these.
@@ -133,7 +138,11 @@ func (c *Cluster) start(ctx context.Context, o *options) error {
 	if err := c.registerMetrics(o.registerer); err != nil {
 		return err
 	}
-	refs, soldOut, err := c.check(ctx)
+	if err := c.registerReload(o); err != nil {
+		return err
+	}
+	refs, soldOut, warnings, err := c.check(ctx, cfg)
+	c.warnings = append(c.warnings, warnings...)
 	if err != nil {
 		return err
 	}
@@ -143,34 +152,48 @@ func (c *Cluster) start(ctx context.Context, o *options) error {
 		actionwait.WithRegisterer(o.registerer),
 		actionwait.WithClock(o.clock),
 	)
-	offerings, err := pool.NewOfferings(o.clock, o.registerer)
-	if err != nil {
+	if c.offerings, err = pool.NewOfferings(o.clock, o.registerer); err != nil {
 		return err
 	}
+	c.markSoldOut(soldOut)
+	set := &poolSet{cfg: cfg, byName: map[string]*pool.Pool{}}
+	// Stored as the pools are built, so that Close closes those built
+	// when a later one fails.
+	for _, pc := range cfg.Pools {
+		p, err := c.newPool(cfg, pc, refs)
+		if err != nil {
+			return err
+		}
+		set = set.with(p)
+		c.pools.Store(set)
+	}
+	return nil
+}
+
+// newPool builds the pool pc of cfg with the Cluster's shared parts.
+func (c *Cluster) newPool(cfg *config.Config, pc config.Pool, refs *references) (*pool.Pool, error) {
+	o := &c.opts
+	return pool.New(pc, c.poolDeps(&pc, refs),
+		pool.WithLogger(o.logger),
+		pool.WithClock(o.clock),
+		pool.WithRegisterer(o.registerer),
+		pool.WithOfferings(c.offerings),
+		pool.WithClusterName(cfg.ClusterName),
+		pool.WithCreateConcurrency(o.createConcurrency),
+		pool.WithDeleteConcurrency(o.deleteConcurrency),
+		pool.WithCreationTimeout(cfg.CreationTimeout),
+	)
+}
+
+// markSoldOut starts the pools whose server type the catalogue shows sold
+// out in their location as after a capacity error.
+func (c *Cluster) markSoldOut(soldOut []*config.Pool) {
 	for _, p := range soldOut {
-		offerings.MarkUnavailable(pool.UnavailableError{
+		c.offerings.MarkUnavailable(pool.UnavailableError{
 			ServerType: p.ServerType, Location: p.Location, Code: pool.CodeServerTypeUnavailable,
 			Message: fmt.Sprintf("server type %s is not available in location %s", p.ServerType, p.Location),
 		}, pool.DefaultUnavailableTTL)
 	}
-	for _, pc := range c.cfg.Pools {
-		p, err := pool.New(pc, c.poolDeps(&pc, refs),
-			pool.WithLogger(o.logger),
-			pool.WithClock(o.clock),
-			pool.WithRegisterer(o.registerer),
-			pool.WithOfferings(offerings),
-			pool.WithClusterName(c.cfg.ClusterName),
-			pool.WithCreateConcurrency(o.createConcurrency),
-			pool.WithDeleteConcurrency(o.deleteConcurrency),
-			pool.WithCreationTimeout(c.cfg.CreationTimeout),
-		)
-		if err != nil {
-			return err
-		}
-		c.pools = append(c.pools, p)
-		c.byName[pc.Name] = p
-	}
-	return nil
 }
 
 // registerMetrics registers the rate-limit budget and the staleness of the
@@ -279,16 +302,16 @@ func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 // its offering marked unavailable, and named in a warning; so is a
 // placement group without room for the pools' max sizes. Both are capacity
 // errors at runtime as well.
-func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*config.Pool, err error) {
+func (c *Cluster) check(ctx context.Context, cfg *config.Config) (refs *references, soldOut []*config.Pool, warnings []string, err error) {
 	var errs []error
-	refs, err = resolveReferences(ctx, newReferenceAPI(c.client), c.cfg)
+	refs, err = resolveReferences(ctx, newReferenceAPI(c.client), cfg)
 	if err != nil {
 		errs = append(errs, err)
 	}
 
 	types, err := c.types.All(ctx)
 	if err != nil {
-		return nil, nil, errors.Join(append(errs, fmt.Errorf("listing server types: %w", err))...)
+		return nil, nil, warnings, errors.Join(append(errs, fmt.Errorf("listing server types: %w", err))...)
 	}
 	byName := make(map[string]*servercache.ServerType, len(types))
 	for _, t := range types {
@@ -299,13 +322,13 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 	// scale-ups of that pool, not the inspection of the others.
 	offer := func(err error) {
 		if c.lenient {
-			c.warnings = append(c.warnings, err.Error())
+			warnings = append(warnings, err.Error())
 			return
 		}
 		errs = append(errs, err)
 	}
-	for i := range c.cfg.Pools {
-		p := &c.cfg.Pools[i]
+	for i := range cfg.Pools {
+		p := &cfg.Pools[i]
 		path := p.Origin
 		if path == "" {
 			path = config.PoolSetting(i, p.Name)
@@ -322,16 +345,16 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 			continue
 		case !loc.Available:
 			soldOut = append(soldOut, p)
-			c.warnings = append(c.warnings, fmt.Sprintf("%s: server type %q is not available in location %q (sold out); scale-ups of the pool fail at once until the catalogue offers it again", path, p.ServerType, p.Location))
+			warnings = append(warnings, fmt.Sprintf("%s: server type %q is not available in location %q (sold out); scale-ups of the pool fail at once until the catalogue offers it again", path, p.ServerType, p.Location))
 		case loc.Deprecated:
 			w := fmt.Sprintf("%s: server type %q is deprecated in location %q", path, p.ServerType, p.Location)
 			if !loc.UnavailableAfter.IsZero() {
 				w += fmt.Sprintf(" and can be ordered until %s", loc.UnavailableAfter.UTC().Format(time.DateOnly))
 			}
-			c.warnings = append(c.warnings, w)
+			warnings = append(warnings, w)
 		}
 		if slices.Contains(p.InheritedImages, t.Arch) {
-			c.warnings = append(c.warnings, fmt.Sprintf("%s: the pool's imagesForArch has no %s entry: its servers boot %q from the global imagesForArch, where upstream let the pool's object replace the global one and booted the newest %s snapshot; add %s to the pool's imagesForArch to choose",
+			warnings = append(warnings, fmt.Sprintf("%s: the pool's imagesForArch has no %s entry: its servers boot %q from the global imagesForArch, where upstream let the pool's object replace the global one and booted the newest %s snapshot; add %s to the pool's imagesForArch to choose",
 				path, t.Arch, p.Images.ForArch(t.Arch), t.Arch, t.Arch))
 		}
 		img, err := c.images.ResolvePool(ctx, p, t.Arch)
@@ -339,7 +362,7 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 		case err != nil:
 			offer(fieldErr(path, "image for server type %q (%s): %w", p.ServerType, t.Arch, err))
 		case img.Deprecated:
-			c.warnings = append(c.warnings, fmt.Sprintf("%s: image %q (%d) is deprecated", path, img.Name, img.ID))
+			warnings = append(warnings, fmt.Sprintf("%s: image %q (%d) is deprecated", path, img.Name, img.ID))
 		}
 	}
 
@@ -347,24 +370,24 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listing servers: %w", err))
 	} else if refs != nil {
-		for _, w := range checkPlacementRoom(c.cfg, refs, func(id int64) string {
+		for _, w := range checkPlacementRoom(cfg, refs, func(id int64) string {
 			if s := snap.ByID(id); s != nil {
 				return s.Pool
 			}
 			return ""
 		}) {
-			c.warnings = append(c.warnings, w.Error())
+			warnings = append(warnings, w.Error())
 		}
 	}
 	if len(errs) > 0 {
-		return nil, nil, errors.Join(errs...)
+		return nil, nil, warnings, errors.Join(errs...)
 	}
-	return refs, soldOut, nil
+	return refs, soldOut, warnings, nil
 }
 
-// Config returns the configuration the Cluster was built from. Do not
-// modify it.
-func (c *Cluster) Config() *config.Config { return c.cfg }
+// Config returns the configuration the Cluster runs: the one it was built
+// from, or the last one [Cluster.Reconfigure] applied. Do not modify it.
+func (c *Cluster) Config() *config.Config { return c.pools.Load().cfg }
 
 // Client returns the API client the Cluster uses, for requests of the
 // caller's own. It shares the rate-limit pacer with the Cluster.
@@ -376,11 +399,12 @@ func (c *Cluster) Client() *hcloud.Client { return c.client }
 // images, sold-out server types and placement groups short of room.
 func (c *Cluster) Warnings() []string { return slices.Clone(c.warnings) }
 
-// Pools returns the pools in the order of the configuration.
-func (c *Cluster) Pools() []*pool.Pool { return slices.Clone(c.pools) }
+// Pools returns the pools in the order of the configuration, then the
+// pools removed from it that still have servers ([pool.Pool.Removed]).
+func (c *Cluster) Pools() []*pool.Pool { return slices.Clone(c.pools.Load().list) }
 
 // Pool returns the pool with that name, or nil.
-func (c *Cluster) Pool(name string) *pool.Pool { return c.byName[name] }
+func (c *Cluster) Pool(name string) *pool.Pool { return c.pools.Load().byName[name] }
 
 // PoolForNode returns the pool a Kubernetes node belongs to, or nil when it
 // belongs to none: control-plane servers, servers of other pools or
@@ -393,19 +417,20 @@ func (c *Cluster) Pool(name string) *pool.Pool { return c.byName[name] }
 // in constant time for listed servers and claim IDs, and for other nodes
 // in time linear in the pools' claims.
 func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
+	set := c.pools.Load()
 	if snap := c.servers.Current(); snap != nil {
 		if s := snap.ByNode(providerID, nodeName); s != nil {
-			return c.byName[s.Pool]
+			return set.byName[s.Pool]
 		}
 	}
 	for _, id := range [2]string{providerID, nodeName} {
 		if name, _, ok := pool.ParseClaimID(id); ok {
-			return c.byName[name]
+			return set.byName[name]
 		}
 	}
 	// A server whose create request returned is reported by its pool as
 	// hcloud://<id> before a listing shows it.
-	for _, p := range c.pools {
+	for _, p := range set.list {
 		if p.CreatesNode(providerID, nodeName) {
 			return p
 		}
@@ -417,8 +442,16 @@ func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
 // costs no request otherwise. Call it once per autoscaler loop. It then
 // resumes the create flows the listing shows unfinished
 // ([pool.Pool.Resume]), unless [WithoutResume] was given.
+//
+// With [WithReload], Refresh also applies what the configuration file
+// holds now, if it changed and is valid ([Cluster.Reconfigure]); a file
+// that is not is logged and reported ([Cluster.ReloadStatus]), never an
+// error of Refresh. Pools removed from the configuration leave the
+// Cluster once they are empty.
 func (c *Cluster) Refresh(ctx context.Context) error {
+	c.reloadIfChanged(ctx)
 	_, err := c.servers.Get(ctx)
+	c.dropEmptyRemoved(ctx)
 	c.resume()
 	return err
 }
@@ -430,7 +463,7 @@ func (c *Cluster) resume() {
 	if c.noResume || (c.resumeWhen != nil && !c.resumeWhen()) {
 		return
 	}
-	for _, p := range c.pools {
+	for _, p := range c.pools.Load().list {
 		p.Resume()
 	}
 }
@@ -526,8 +559,9 @@ func (c *Cluster) closeCaches() {
 
 func (c *Cluster) closePools(ctx context.Context) error {
 	var wg sync.WaitGroup
-	errs := make([]error, len(c.pools))
-	for i, p := range c.pools {
+	pools := c.pools.Load().list
+	errs := make([]error, len(pools))
+	for i, p := range pools {
 		wg.Go(func() { errs[i] = p.Close(ctx) })
 	}
 	wg.Wait()

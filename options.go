@@ -56,6 +56,9 @@ type options struct {
 	lenient           bool
 	noResume          bool
 	resumeWhen        func() bool
+	reloadPath        string
+	reloadLoad        LoadFunc
+	reloadInterval    time.Duration
 }
 
 func defaultOptions() options {
@@ -70,6 +73,7 @@ func defaultOptions() options {
 		createConcurrency: DefaultCreateConcurrency,
 		deleteConcurrency: DefaultDeleteConcurrency,
 		rateLimitReserve:  -1,
+		reloadInterval:    DefaultReloadInterval,
 	}
 }
 

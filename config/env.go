@@ -68,6 +68,27 @@ func MapEnv(vars map[string]string, files map[string]string) Env {
 	}
 }
 
+// WithFile returns e with the file at path reading as data, whatever the
+// file system holds: to load a configuration file whose content was read
+// already, as a reload does.
+func (e Env) WithFile(path string, data []byte) Env {
+	read := e.ReadFile
+	e.ReadFile = func(p string) ([]byte, error) {
+		if p == path {
+			return data, nil
+		}
+		if read == nil {
+			return nil, errors.New("reading files is not enabled (Env.ReadFile is nil)")
+		}
+		return read(p)
+	}
+	return e
+}
+
+// Get returns the variable name as Load reads it: surrounding whitespace
+// removed, "" when unset.
+func (e Env) Get(name string) string { return e.get(name) }
+
 // get returns a variable with surrounding whitespace removed; empty counts
 // as unset, as upstream.
 func (e Env) get(name string) string {
