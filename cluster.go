@@ -108,7 +108,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		imageresolve.WithLogger(o.logger),
 	)
 	c.presence = newPresenceCache(&c.client.Server, o.clock)
-	c.pools.Store(&poolSet{cfg: cfg, byName: map[string]*pool.Pool{}})
+	c.storePools(&poolSet{cfg: cfg, byName: map[string]*pool.Pool{}})
 	err := c.start(ctx, cfg, &o)
 	// The warnings found so far are logged whether or not the Cluster
 	// starts: they may explain why it did not.
@@ -165,7 +165,7 @@ func (c *Cluster) start(ctx context.Context, cfg *config.Config, o *options) err
 			return err
 		}
 		set = set.with(p)
-		c.pools.Store(set)
+		c.storePools(set)
 	}
 	return nil
 }

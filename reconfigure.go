@@ -21,7 +21,24 @@ type poolSet struct {
 	// from the configuration that still have servers.
 	list   []*pool.Pool
 	byName map[string]*pool.Pool
+	// generation counts the sets a Cluster stored.
+	generation uint64
 }
+
+// storePools makes next the Cluster's pool set. Callers hold
+// reconfigureMu, or are New.
+func (c *Cluster) storePools(next *poolSet) {
+	if old := c.pools.Load(); old != nil {
+		next.generation = old.generation + 1
+	}
+	c.pools.Store(next)
+}
+
+// Generation changes whenever the Cluster's pools or a pool's
+// configuration change ([Cluster.Reconfigure], a removed pool dropped at
+// Refresh), so that a caller that keeps something per pool knows when
+// to look at [Cluster.Pools] again. It is a load of one word.
+func (c *Cluster) Generation() uint64 { return c.pools.Load().generation }
 
 // with returns a copy of s with p added at the end.
 func (s *poolSet) with(p *pool.Pool) *poolSet {
@@ -136,7 +153,7 @@ func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
 		next.byName[p.Name()] = p
 	}
 	c.markSoldOut(soldOut)
-	c.pools.Store(next)
+	c.storePools(next)
 	var names []string
 	for _, pc := range cfg.Pools {
 		if old.byName[pc.Name] == nil {
@@ -192,7 +209,7 @@ func (c *Cluster) dropEmptyRemoved(ctx context.Context) {
 		next.byName[p.Name()] = p
 	}
 	if len(gone) > 0 {
-		c.pools.Store(next)
+		c.storePools(next)
 	}
 	c.reconfigureMu.Unlock()
 	for _, p := range gone {
