@@ -243,10 +243,11 @@ func (c *Cluster) poolDeps(pc *config.Pool, refs *references) pool.Deps {
 
 // newClient builds the hcloud-go client. Requests pass, outermost first,
 // through hcloud-go's instrumentation (when a registerer is set), the
-// rate-limit pacer, the request timeout and the redacting debug log before
-// they reach the network. The timeout sits below the pacer, not in
-// http.Client.Timeout, so that the time the pacer holds a request back
-// does not count against it.
+// rate-limit pacer, the request timeout, the redacting debug log and the
+// write fence (when one is set) before they reach the network. The
+// timeout sits below the pacer, not in http.Client.Timeout, so that the
+// time the pacer holds a request back does not count against it. The
+// fence sits below everything that can hold or repeat a request.
 func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 	base := o.transport
 	if base == nil {
@@ -260,7 +261,7 @@ func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 			ForceAttemptHTTP2:     true,
 		}
 	}
-	rt := newTimeoutTransport(newDebugTransport(base, o.logger), o.requestTimeout)
+	rt := newTimeoutTransport(newDebugTransport(newFenceTransport(base, o.fence), o.logger), o.requestTimeout)
 	popts := []pacer.Option{pacer.WithLogger(o.logger), pacer.WithClock(o.clock)}
 	if o.rateLimitReserve >= 0 {
 		popts = append(popts, pacer.WithReserve(o.rateLimitReserve))

@@ -59,6 +59,7 @@ type options struct {
 	reloadPath        string
 	reloadLoad        LoadFunc
 	reloadInterval    time.Duration
+	fence             Fence
 }
 
 func defaultOptions() options {

@@ -180,7 +180,7 @@ var transientCodes = []hcloud.ErrorCode{
 // acted), a 5xx without a JSON body, or a transient API code. A capacity
 // code is never transient here: the autoscaler needs to hear about it.
 func isTransient(resp *hcloud.Response, err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrFenced) {
 		return false
 	}
 	if hcloud.IsError(err, transientCodes...) {

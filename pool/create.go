@@ -383,14 +383,27 @@ func (p *Pool) succeed(taskCtx context.Context, c *claim, res created, log *zap.
 // it carries the pool's labels, so the next Pool finds it.
 func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, what string, err error) {
 	log := p.log.With(zap.String("server", c.name))
-	if taskCtx.Err() != nil {
+	if taskCtx.Err() != nil || errors.Is(err, ErrFenced) {
+		// Closed, or no longer allowed to change servers: the flow stops
+		// where it is. Its server, if any, carries the pool's labels; the
+		// next process (or leader) lists it and resumes the flow.
 		p.mu.Lock()
 		delete(p.claims, c.name)
 		p.mu.Unlock()
-		if server != nil {
-			log.Info("create flow stopped by close; the server is left for the next start to adopt", zap.Int64("server_id", server.ID))
+		why := ErrClosed
+		if taskCtx.Err() == nil {
+			why = ErrFenced
 		}
-		c.result = fmt.Errorf("pool %q: server %s: %w", p.cfg.Name, c.name, ErrClosed)
+		if server != nil {
+			log.Info("create flow stopped; the server is left for the next start or leader to resume",
+				zap.Int64("server_id", server.ID), zap.NamedError("reason", why))
+		} else {
+			log.Info("create flow stopped before its server existed", zap.NamedError("reason", why))
+		}
+		c.result = fmt.Errorf("pool %q: server %s: %w", p.cfg.Name, c.name, why)
+		if why == ErrFenced {
+			p.observe()
+		}
 		return
 	}
 	if server != nil {

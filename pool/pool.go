@@ -24,6 +24,14 @@ import (
 // [Pool.Close].
 var ErrClosed = errors.New("pool closed")
 
+// ErrFenced is returned for a request that changes servers (a create and
+// each of its retries, a delete, a power-on, an attach) which the process
+// may not send now: with several replicas, only the one that holds the
+// lease writes (see hcloudscale.WithFence). Nothing was sent. A create
+// flow that meets it stops and leaves its server, if any, for the next
+// leader to resume.
+var ErrFenced = errors.New("not allowed to change servers: this replica does not hold the lease")
+
 // Errors of requests a pool refuses, for errors.Is. Nothing is changed when
 // one is returned.
 var (

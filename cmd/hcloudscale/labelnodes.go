@@ -10,8 +10,6 @@ import (
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
@@ -26,7 +24,7 @@ type labelFlags struct {
 
 func (l *labelFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&l.enabled, "label-nodes", false, "add each pool's labels and taints to its nodes once they register (the node labeller; needs get, list, watch and update on nodes)")
-	fs.StringVar(&l.kubeconfig, "kubeconfig", "", "kubeconfig `file` of the cluster whose nodes --label-nodes labels (empty: the in-cluster service account)")
+	fs.StringVar(&l.kubeconfig, "kubeconfig", "", "kubeconfig `file` of the cluster for the Lease (--leader-elect) and the nodes (--label-nodes); empty: the file $KUBECONFIG names, else the pod's service account")
 }
 
 // labellerStartTimeout bounds the check that the labeller may list nodes.
@@ -36,19 +34,14 @@ const labellerStartTimeout = 30 * time.Second
 // returns the function that stops it and waits. It fails when the
 // Kubernetes API cannot be reached or the nodes cannot be listed, so that
 // missing permissions show at start.
-func startLabeller(ctx context.Context, f *labelFlags, cfg *config.Config, cluster *hcloudscale.Cluster, log *zap.Logger) (stop func(), err error) {
+func startLabeller(ctx context.Context, f *labelFlags, cfg *config.Config, env config.Env, cluster *hcloudscale.Cluster, log *zap.Logger) (stop func(), err error) {
 	for _, w := range config.NodeLabelWarnings(cfg, f.enabled) {
 		log.Warn(w)
 	}
 	if !f.enabled {
 		return func() {}, nil
 	}
-	var rc *rest.Config
-	if f.kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", f.kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
+	rc, err := kubeRESTConfig(f.kubeconfig, env)
 	if err != nil {
 		return nil, fmt.Errorf("--label-nodes: Kubernetes client configuration: %w", err)
 	}

@@ -17,9 +17,11 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -28,6 +30,7 @@ import (
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
+	"github.com/hcloudscale/hcloudscale/pool"
 )
 
 // leaderFlags are the leader-election flags of serve; the names and
@@ -78,56 +81,90 @@ func (l *leaderFlags) check() []error {
 	return errs
 }
 
-// newKubeClient returns the client for the Lease: the pod's service
-// account. Tests replace it with a fake clientset.
-var newKubeClient = func() (kubernetes.Interface, error) {
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("--leader-elect needs to run in a pod with a service account token: %w", err)
+// kubeRESTConfig is the Kubernetes client configuration of serve, for
+// the Lease and the node labeller: the --kubeconfig file, else the file
+// $KUBECONFIG names, else the pod's service account.
+func kubeRESTConfig(kubeconfig string, env config.Env) (*rest.Config, error) {
+	if kubeconfig == "" && env.Lookup != nil {
+		kubeconfig, _ = env.Lookup("KUBECONFIG")
+	}
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if kubeconfig != "" {
+		if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		}
+	} else if cfg, err = rest.InClusterConfig(); err != nil {
+		return nil, fmt.Errorf("no --kubeconfig or $KUBECONFIG, and not in a pod with a service account token: %w", err)
 	}
 	cfg.UserAgent = "hcloudscale"
+	return cfg, nil
+}
+
+// newKubeClient returns the client for the Lease. Tests replace it with a
+// fake clientset.
+var newKubeClient = func(kubeconfig string, env config.Env) (kubernetes.Interface, error) {
+	cfg, err := kubeRESTConfig(kubeconfig, env)
+	if err != nil {
+		return nil, fmt.Errorf("--leader-elect: %w", err)
+	}
 	return kubernetes.NewForConfig(cfg)
 }
 
 // errNotLeader is why a standby refuses a change.
 var errNotLeader = errors.New("this replica is a standby")
 
-// leadership decides, for serve with --leader-elect, whether this replica
-// may change servers. It is the externalgrpc Gate.
+// leadership decides, for serve with --leader-elect, whether this
+// replica may change servers. It is the externalgrpc Gate for changes and
+// the Cluster's write Fence for every request that changes servers.
 //
-// The invariant: a change (IncreaseSize, DeleteNodes, DecreaseTargetSize)
-// starts only while this replica holds the Lease, and the replica does
-// not give the Lease up (release it, or let it lapse without first
-// stopping) while a change is in progress or its server creates have not
-// reached a safe point:
+// The invariant: this replica sends a request that changes servers only
+// while it holds the Lease by its own monotonic clock, that is, while its
+// last successful renewal started less than --leader-elect-renew-deadline
+// ago. A standby takes the Lease over only --leader-elect-lease-duration
+// after it saw the last renewal, later than that, so the two never write
+// at the same time, whatever pauses, partitions or failed renewals come
+// between:
 //
-//   - It leads only after a listing made after it acquired the Lease, so
+//   - The check is made at the one place every such request passes, just
+//     before it goes to the network (hcloudscale.WithFence): no retry,
+//     rate-limit hold or resumed create flow is sent without it. A paused
+//     process that wakes finds its renewal old and sends nothing until a
+//     renewal succeeds; changes (IncreaseSize, DeleteNodes,
+//     DecreaseTargetSize) are refused on the same condition.
+//   - It writes only after a listing made after it acquired the Lease, so
 //     it counts every server the previous leader created.
-//   - On SIGTERM it stops letting changes in (waiting for those inside),
-//     then serve drains and closes the pools, letting creates in flight
-//     finish, and only then releases the Lease: the next leader starts
-//     at once and sees every server.
-//   - When it cannot renew the Lease for --leader-elect-renew-deadline it
-//     stops letting changes in at once, drops the claims whose create
-//     request was not sent yet, lets the sent ones reach a safe point and
-//     exits with an error: like the autoscaler, a replica that lost the
-//     Lease restarts as a standby. A standby can take over only
-//     lease-duration after the last renewal, later than the leader gave
-//     up; the servers of creates still in flight carry the pool labels,
-//     so the next leader's listing counts them.
+//   - It never gives the Lease up while a write may still be sent: the
+//     release (on SIGTERM, or by client-go after failed renewals) first
+//     closes the fence and waits until every write let through has its
+//     answer. A write that is still unanswered by then keeps the Lease
+//     held until it expires.
+//   - On SIGTERM it stops letting changes in, drops the claims whose
+//     create request was not sent, waits for the answers of the writes in
+//     flight and releases the Lease at once: the next leader resumes the
+//     create flows this one leaves unfinished.
+//   - When renewals fail past the renew deadline it stops writing, drops
+//     unsent claims and exits with an error: like the autoscaler, a
+//     replica that lost the Lease restarts as a standby.
 type leadership struct {
 	cfg      leaderFlags
 	identity string
 	cluster  *hcloudscale.Cluster
 	log      *zap.Logger
-	gauge    prometheus.Gauge
+	now      func() time.Time // the monotonic clock of the fence; time.Now outside tests
 
 	mu      sync.Mutex // guards the fields below
-	leading bool
-	holder  string // the last leader seen, "" before the first
-	inside  int    // changes let in and not yet left
-	left    *sync.Cond
-	stopped bool // stop was called: losing the Lease is expected
+	leading bool       // changes may start (after the first listing, until demote)
+	holder  string     // the last leader seen, "" before the first
+	inside  int        // changes let in and not yet left
+	left    *sync.Cond // broadcast when inside, writes or starting drop
+	stopped bool       // stop was called: losing the Lease is expected
+
+	renewed  time.Time // when the last successful acquire or renewal was sent; zero: never
+	writable bool      // the fence is open: set when leading starts, cleared for good by closeFence
+	writes   int       // writes let through the fence and not yet answered
 
 	lostCh   chan struct{} // closed when the Lease was lost while not stopping
 	lostOnce sync.Once
@@ -146,16 +183,21 @@ type leadership struct {
 // newLeadership returns the leadership of a serve process, or nil without
 // --leader-elect. The hcloudscale_leader gauge is registered either way:
 // a replica without leader election is the sole writer.
-func newLeadership(f leaderFlags, env config.Env, reg prometheus.Registerer, cluster *hcloudscale.Cluster, log *zap.Logger) (*leadership, error) {
-	gauge := prometheus.NewGauge(prometheus.GaugeOpts{
+func newLeadership(f leaderFlags, env config.Env, reg prometheus.Registerer, log *zap.Logger) (*leadership, error) {
+	var l *leadership
+	gauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hcloudscale_leader",
-		Help: "1 while this replica may create and delete servers: it holds the Lease, or runs without --leader-elect.",
+		Help: "1 while this replica may create and delete servers: it holds the Lease by its own clock (last renewal younger than the renew deadline), or runs without --leader-elect.",
+	}, func() float64 {
+		if l == nil || l.leads() {
+			return 1
+		}
+		return 0
 	})
 	if err := reg.Register(gauge); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	if !f.enabled {
-		gauge.Set(1)
 		return nil, nil
 	}
 	lookup := func(name string) string {
@@ -184,12 +226,11 @@ func newLeadership(f leaderFlags, env config.Env, reg prometheus.Registerer, clu
 		_, _ = rand.Read(b[:])
 		id = host + "_" + hex.EncodeToString(b[:])
 	}
-	l := &leadership{
+	l = &leadership{
 		cfg:      f,
 		identity: id,
-		cluster:  cluster,
 		log:      log.Named("leader").With(zap.String("identity", id)),
-		gauge:    gauge,
+		now:      time.Now,
 		lostCh:   make(chan struct{}),
 		conns:    &connTracker{conns: map[string]net.Conn{}},
 	}
@@ -197,15 +238,30 @@ func newLeadership(f leaderFlags, env config.Env, reg prometheus.Registerer, clu
 	return l, nil
 }
 
+// freshLocked reports whether the last successful renewal was sent less
+// than the renew deadline ago, by the monotonic clock.
+func (l *leadership) freshLocked() bool {
+	return !l.renewed.IsZero() && l.now().Sub(l.renewed) < l.cfg.renewDeadline
+}
+
+// notLeaderLocked is why a change or a write is refused now.
+func (l *leadership) notLeaderLocked() error {
+	switch {
+	case l.leading && !l.freshLocked():
+		return fmt.Errorf("%w; its last renewal of the Lease was %s ago, not within the renew deadline %s",
+			errNotLeader, l.now().Sub(l.renewed).Round(time.Millisecond), l.cfg.renewDeadline)
+	case l.holder == "" || l.holder == l.identity:
+		return fmt.Errorf("%w; no leader is known yet", errNotLeader)
+	}
+	return fmt.Errorf("%w; the leader is %s", errNotLeader, l.holder)
+}
+
 // Enter lets a change in while this replica leads.
 func (l *leadership) Enter() (func(), error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.leading {
-		if l.holder == "" || l.holder == l.identity {
-			return nil, fmt.Errorf("%w; no leader is known yet", errNotLeader)
-		}
-		return nil, fmt.Errorf("%w; the leader is %s", errNotLeader, l.holder)
+	if !l.leading || !l.freshLocked() {
+		return nil, l.notLeaderLocked()
 	}
 	l.inside++
 	var once sync.Once
@@ -221,11 +277,80 @@ func (l *leadership) Enter() (func(), error) {
 	}, nil
 }
 
-// leads reports whether this replica leads now.
+// AllowWrite is the Cluster's write fence (hcloudscale.Fence): a request
+// that changes servers passes while the fence is open and the Lease was
+// renewed within the renew deadline.
+func (l *leadership) AllowWrite() (func(), error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.writable {
+		return nil, fmt.Errorf("%w; it does not lead", errNotLeader)
+	}
+	if !l.freshLocked() {
+		return nil, l.notLeaderLocked()
+	}
+	l.writes++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.writes--
+			if l.writes == 0 {
+				l.left.Broadcast()
+			}
+			l.mu.Unlock()
+		})
+	}, nil
+}
+
+// closeFence turns every later write away and waits until the writes let
+// through have their answers, or ctx ends (an error then: a write may
+// still reach the API).
+func (l *leadership) closeFence(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writable = false
+	if l.writes == 0 {
+		return nil
+	}
+	stop := context.AfterFunc(ctx, func() {
+		l.mu.Lock()
+		l.left.Broadcast()
+		l.mu.Unlock()
+	})
+	defer stop()
+	for l.writes > 0 {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%d requests that change servers still have no answer: %w", l.writes, ctx.Err())
+		}
+		l.left.Wait()
+	}
+	return nil
+}
+
+// renewedAt records a successful acquire or renewal sent at t.
+func (l *leadership) renewedAt(t time.Time) {
+	l.mu.Lock()
+	if t.After(l.renewed) {
+		l.renewed = t
+	}
+	l.mu.Unlock()
+}
+
+// leads reports whether this replica leads now, by its own clock.
 func (l *leadership) leads() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.leading
+	return l.leading && l.freshLocked()
+}
+
+// fence returns l as the Cluster's write fence; nil without leader
+// election, which lets every write through.
+func (l *leadership) fence() hcloudscale.Fence {
+	if l == nil {
+		return nil
+	}
+	return l
 }
 
 // gate returns l as an externalgrpc Gate; a nil l gives a nil Gate, which
@@ -246,16 +371,34 @@ func (l *leadership) demote() {
 	l.mu.Lock()
 	was := l.leading
 	l.leading = false
-	// left is also broadcast when a start callback ends; the loop
-	// condition tells the two apart.
+	// left is also broadcast when a start callback ends or a write is
+	// answered; the loop condition tells them apart.
 	for l.inside > 0 {
 		l.left.Wait()
 	}
 	l.mu.Unlock()
-	l.gauge.Set(0)
 	if was {
 		l.log.Info("stopped leading: changes are refused")
 	}
+}
+
+// handOver gives the Lease up on SIGTERM as soon as it is safe: no change
+// starts, the claims whose create request was not sent are dropped, and
+// once every write sent has its answer (or timeout passed) the Lease is
+// released, so that the next replica leads at once and resumes the
+// create flows left unfinished.
+func (l *leadership) handOver(timeout time.Duration) {
+	if l == nil {
+		return
+	}
+	l.demote()
+	l.dropUnsent(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := l.closeFence(ctx); err != nil {
+		l.log.Warn("handing over: the Lease is kept until it expires", zap.Error(err))
+	}
+	l.stop()
 }
 
 // lost is closed when this replica lost the Lease without being asked to
@@ -268,30 +411,70 @@ func (l *leadership) lost() <-chan struct{} {
 }
 
 // startLeaderElection starts the election of lead, if any, with the
-// Kubernetes client of the pod.
-func startLeaderElection(ctx context.Context, lead *leadership) error {
+// Kubernetes client of --kubeconfig, $KUBECONFIG or the pod. It fails
+// when the client may not get, create or update the Lease.
+func startLeaderElection(ctx context.Context, lead *leadership, kubeconfig string, env config.Env) error {
 	if lead == nil {
 		return nil
 	}
-	client, err := newKubeClient()
+	client, err := newKubeClient(kubeconfig, env)
 	if err != nil {
+		return err
+	}
+	if err := lead.checkAccess(ctx, client); err != nil {
 		return err
 	}
 	return lead.start(ctx, client)
 }
 
+// leaseVerbs are what the elector does with the Lease.
+var leaseVerbs = []string{"get", "create", "update"}
+
+// checkAccess asks the API server whether this replica may get, create
+// and update its Lease, so that missing RBAC is an error at start rather
+// than a standby that never leads.
+func (l *leadership) checkAccess(ctx context.Context, client kubernetes.Interface) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, verb := range leaseVerbs {
+		name := l.cfg.name
+		if verb == "create" {
+			// The API server authorizes a create before it reads the
+			// object's name: a rule limited to names never allows it.
+			name = ""
+		}
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: l.cfg.namespace, Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: name,
+			},
+		}}
+		res, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("--leader-elect: checking access to Lease %s in namespace %s: %w", l.cfg.name, l.cfg.namespace, err)
+		}
+		if !res.Status.Allowed {
+			errs = append(errs, fmt.Errorf("--leader-elect: may not %s Lease %q in namespace %q (coordination.k8s.io leases); "+
+				"grant it to the service account, or set --leader-elect-resource-name and --leader-elect-resource-namespace to the Lease its Role names",
+				verb, l.cfg.name, l.cfg.namespace))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // start runs the election in the background until stop. The Lease is
-// released only by stop, not when ctx ends, so that SIGTERM first lets
-// creates in flight finish.
+// released by stop, or by client-go after failed renewals, each time
+// only once the fence is closed and every write let through has its
+// answer (fencedLock).
 func (l *leadership) start(ctx context.Context, client kubernetes.Interface) error {
 	if l == nil {
 		return nil
 	}
-	lock := &resourcelock.LeaseLock{
+	lock := &fencedLock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: l.cfg.name, Namespace: l.cfg.namespace},
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
-	}
+	}, l: l}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		Name:            "hcloudscale",
@@ -335,10 +518,45 @@ func (l *leadership) start(ctx context.Context, client kubernetes.Interface) err
 	return nil
 }
 
-// startLeading lists the servers afresh, then lets changes in. A listing
-// that fails is retried until it succeeds or leadership ends: changes
-// checked against a listing from before the previous leader's last
-// creates could pass the max size.
+// fencedLock is the Lease lock of the elector. It records when each
+// successful acquire or renewal of this replica was sent, which is what
+// the fence measures against, and it holds a release back until the
+// fence is closed and every write let through has its answer.
+type fencedLock struct {
+	resourcelock.Interface
+	l *leadership
+}
+
+func (f *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	sent := f.l.now()
+	err := f.Interface.Create(ctx, rec)
+	if err == nil && rec.HolderIdentity == f.l.identity {
+		f.l.renewedAt(sent)
+	}
+	return err
+}
+
+func (f *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	if rec.HolderIdentity == "" {
+		// client-go releases the Lease: after stop, or after renewals
+		// failed for the renew deadline.
+		if err := f.l.closeFence(ctx); err != nil {
+			return fmt.Errorf("not releasing the Lease: %w", err)
+		}
+		return f.Interface.Update(ctx, rec)
+	}
+	sent := f.l.now()
+	err := f.Interface.Update(ctx, rec)
+	if err == nil && rec.HolderIdentity == f.l.identity {
+		f.l.renewedAt(sent)
+	}
+	return err
+}
+
+// startLeading lists the servers afresh, then lets changes and writes in.
+// A listing that fails is retried until it succeeds or leadership ends:
+// changes checked against a listing from before the previous leader's
+// last creates could pass the max size.
 func (l *leadership) startLeading(ctx context.Context) {
 	l.log.Info("acquired the Lease; listing servers before leading")
 	for {
@@ -358,13 +576,12 @@ func (l *leadership) startLeading(ctx context.Context) {
 		l.mu.Unlock()
 		return
 	}
-	l.leading = true
+	l.leading, l.writable = true, true
 	l.holder = l.identity
 	l.mu.Unlock()
 	// Finish the create flows the previous leader left unfinished, now
 	// that this replica may change servers.
 	l.cluster.Resume()
-	l.gauge.Set(1)
 	l.log.Info("leading: changes are let in")
 }
 
@@ -372,6 +589,7 @@ func (l *leadership) startLeading(ctx context.Context) {
 func (l *leadership) stoppedLeading() {
 	l.mu.Lock()
 	stopped, was := l.stopped, l.leading
+	l.writable = false
 	l.mu.Unlock()
 	l.demote()
 	if !stopped {
@@ -392,7 +610,7 @@ func (l *leadership) newLeader(id string) {
 }
 
 // stop ends the election and, if this replica holds the Lease, releases
-// it. Call it after the pools are closed.
+// it (once the fence is closed and the writes in flight are answered).
 func (l *leadership) stop() {
 	if l == nil {
 		return
@@ -416,14 +634,15 @@ func (l *leadership) stop() {
 }
 
 // dropUnsent removes, in every pool, the claims whose create request has
-// not been sent: after the Lease is lost, sending one would be a change
-// made without it. Claims already sent run to a safe point in Close.
+// not been sent: once this replica stops leading, sending one would be a
+// change made without the Lease. The fence would refuse it anyway; this
+// makes the pools' target sizes say so at once.
 func (l *leadership) dropUnsent(ctx context.Context) {
 	for _, p := range l.cluster.Pools() {
 		// A decrease larger than the claims removes every unsent claim
 		// (and the placeholders of failed ones, which this process
 		// forgets anyway).
-		if err := p.DecreaseTargetSize(ctx, -(p.MaxSize() + 1)); err != nil {
+		if err := p.DecreaseTargetSize(ctx, -(p.MaxSize() + 1)); err != nil && !errors.Is(err, pool.ErrFenced) {
 			l.log.Warn("dropping unsent claims", zap.String("pool", p.Name()), zap.Error(err))
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -69,8 +70,9 @@ func newElectionEnv(t *testing.T) *electionEnv {
 		t.Fatal(err)
 	}
 	kube := kubefake.NewClientset()
+	allowAccessReviews(kube, nil)
 	old := newKubeClient
-	newKubeClient = func() (kubernetes.Interface, error) { return kube, nil }
+	newKubeClient = func(string, config.Env) (kubernetes.Interface, error) { return kube, nil }
 	t.Cleanup(func() { newKubeClient = old })
 	return &electionEnv{fake: fake, kube: kube, env: config.MapEnv(map[string]string{
 		config.EnvToken:         fake.Token(),
@@ -78,6 +80,16 @@ func newElectionEnv(t *testing.T) *electionEnv {
 		config.EnvClusterConfig: base64.StdEncoding.EncodeToString(doc),
 		"POD_NAMESPACE":         "kube-system",
 	}, nil)}
+}
+
+// allowAccessReviews answers the SelfSubjectAccessReviews serve makes at
+// start: allowed, except for the verbs in deny.
+func allowAccessReviews(kube *kubefake.Clientset, deny map[string]bool) {
+	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		review := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview).DeepCopy()
+		review.Status.Allowed = !deny[review.Spec.ResourceAttributes.Verb]
+		return true, review, nil
+	})
 }
 
 // start runs a replica named id until the test ends or stop.

@@ -78,13 +78,15 @@ and applied at the autoscaler's next Refresh: pools added, changed and removed w
 a restart. A file that does not load changes nothing (hcloudscale_config_reload_success
 0, logged). Run one replica per cluster, or
 several with --leader-elect: only the holder of a Kubernetes Lease changes
-servers; standbys answer reads and refuse Refresh and changes with
-Unavailable (the autoscaler skips that loop and reconnects), and a leader
-that loses the Lease stops changing at once and exits with 1.
+servers, and only while its last renewal is younger than the renew deadline;
+standbys answer reads and refuse Refresh and changes with Unavailable (the
+autoscaler skips that loop and reconnects), and a leader that loses the
+Lease stops changing at once and exits with 1.
 
 Scale-ups return at once and servers are created in the background. On SIGTERM or SIGINT
-the service stops taking calls (--drain-timeout), then waits for creates in flight to
-reach a safe point (--shutdown-timeout); a second signal ends the process at once.
+a leader hands the Lease over as soon as every request it sent has its answer; then the
+service stops taking calls (--drain-timeout) and waits for creates in flight to reach a
+safe point (--shutdown-timeout); a second signal ends the process at once.
 
 Flags:
 `)
@@ -212,8 +214,11 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 	fe := newFrontends(f, b, reg, ls, serverTLS)
 	fe.start(ls, b.lead)
 	fe.logServing(log, ls, serverTLS != nil, len(cfg.Pools), f)
-	errs := awaitEnd(ctx, b.lead, fe, log)
-	b.lead.demote()
+	errs := awaitEnd(ctx, b.lead, f.labels.kubeconfig, env, fe, log)
+	// With --leader-elect the Lease goes to the next replica first, as
+	// soon as every write sent has its answer; it resumes what this one
+	// leaves unfinished. Calls still in progress here are only reads.
+	b.lead.handOver(f.shutdownTimeout)
 	errs = append(errs, fe.stop(f.drainTimeout)...)
 	errs = append(errs, b.close(f.shutdownTimeout))
 	if err := errors.Join(errs...); err != nil {
@@ -251,24 +256,29 @@ type backend struct {
 // startBackend checks the configuration against the API and starts the
 // leadership and the node labeller.
 func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *config.Config, reg *prometheus.Registry, log *zap.Logger) (*backend, error) {
-	// With --leader-elect only the leader finishes the create flows a
-	// previous process left unfinished; lead is set before any call comes.
+	// With --leader-elect only the leader writes: its fence guards every
+	// request that changes servers, and only it finishes the create flows
+	// a previous process left unfinished.
 	b := &backend{log: log}
+	lead, err := newLeadership(f.leader, env, reg, log)
+	if err != nil {
+		return nil, err
+	}
 	// A configuration file is read again at the autoscaler's Refresh,
 	// which only the leader answers.
 	cluster, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithRegisterer(reg),
 		hcloudscale.WithListTTL(f.listTTL), hcloudscale.WithPollInterval(f.pollInterval),
-		hcloudscale.WithResumeWhen(func() bool { return !f.leader.enabled || (b.lead != nil && b.lead.leads()) }),
+		hcloudscale.WithFence(lead.fence()),
+		hcloudscale.WithResumeWhen(func() bool { return lead == nil || lead.leads() }),
 		hcloudscale.WithConfigFileReload(env, *f.nodes, cfg))
 	if err != nil {
 		return nil, fmt.Errorf("checking the configuration against the API: %w", err)
 	}
-	b.cluster = cluster
-	if b.lead, err = newLeadership(f.leader, env, reg, cluster, log); err != nil {
-		_ = closeCluster(cluster, f.shutdownTimeout)
-		return nil, err
+	b.cluster, b.lead = cluster, lead
+	if lead != nil {
+		lead.cluster = cluster
 	}
-	if b.stopLabeller, err = startLabeller(ctx, &f.labels, cfg, cluster, log); err != nil {
+	if b.stopLabeller, err = startLabeller(ctx, &f.labels, cfg, env, cluster, log); err != nil {
 		_ = closeCluster(cluster, f.shutdownTimeout)
 		return nil, err
 	}
@@ -277,8 +287,8 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 
 // awaitEnd starts the leader election and waits until ctx ends, a server
 // fails or the Lease is lost; it returns why serving ended, if not ctx.
-func awaitEnd(ctx context.Context, lead *leadership, fe *frontends, log *zap.Logger) []error {
-	if err := startLeaderElection(ctx, lead); err != nil {
+func awaitEnd(ctx context.Context, lead *leadership, kubeconfig string, env config.Env, fe *frontends, log *zap.Logger) []error {
+	if err := startLeaderElection(ctx, lead, kubeconfig, env); err != nil {
 		return []error{err}
 	}
 	select {
@@ -294,9 +304,10 @@ func awaitEnd(ctx context.Context, lead *leadership, fe *frontends, log *zap.Log
 	return nil
 }
 
-// close stops the labeller, waits up to timeout for the server creates in
-// flight, then stops the leadership, which releases the Lease once the
-// creates have reached a safe point.
+// close stops the labeller and waits up to timeout for the server creates
+// in flight to reach a safe point. With --leader-elect the Lease is gone
+// by then (handOver): the fence stops each flow at its next write, and the
+// new leader resumes it.
 func (b *backend) close(timeout time.Duration) error {
 	b.stopLabeller()
 	b.log.Info("waiting for server creates in flight", zap.Duration("timeout", timeout))
