@@ -112,6 +112,15 @@ func TestServeReloadsTheClusterConfigFile(t *testing.T) {
 	if m := metrics(); !strings.Contains(m, "hcloudscale_config_reload_success 1") {
 		t.Errorf("metrics lack hcloudscale_config_reload_success 1")
 	}
+	metricsURL := "http://" + serving["metrics_listen"].(string) + "/metrics"
+	status := func() (int, string) {
+		var out strings.Builder
+		code := runStatus(t.Context(), []string{"--serve-metrics", metricsURL}, &out, &out, env)
+		return code, out.String()
+	}
+	if code, out := status(); code != exitOK || !strings.Contains(out, "serve runs it") {
+		t.Errorf("status = %d:\n%s\nwant that serve runs the file", code, out)
+	}
 
 	// A broken file: the autoscaler's calls go on with the last good
 	// configuration, and the metric says the file is not running.
@@ -128,6 +137,9 @@ func TestServeReloadsTheClusterConfigFile(t *testing.T) {
 	}
 	if _, err := provider.NodeGroupIncreaseSize(call(), &protos.NodeGroupIncreaseSizeRequest{Id: "extra", Delta: 1}); err != nil {
 		t.Errorf("scale-up with a broken file: %v", err)
+	}
+	if code, out := status(); code == exitOK || !strings.Contains(out, "NOT RUNNING") || !strings.Contains(out, "its last reload failed") {
+		t.Errorf("status with a broken file = %d:\n%s\nwant that serve does not run it", code, out)
 	}
 	if n := strings.Count(stderr.String(), "configuration file does not load"); n != 1 {
 		t.Errorf("the broken file was logged %d times; want once", n)

@@ -39,6 +39,8 @@ type statusResult struct {
 	Pools       []poolStatus    `json:"pools"`
 	RateLimit   rateLimitStatus `json:"rateLimit"`
 	Warnings    []string        `json:"warnings"`
+	// Config is set with --serve-metrics.
+	Config *configStatus `json:"config,omitempty"`
 }
 
 type poolStatus struct {
@@ -115,11 +117,17 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	cf := registerConfigFlags(fs)
 	output := outputFlag(fs)
 	all := fs.Bool("instances", false, "list every instance of every pool, not only those with an error")
+	serveMetrics := fs.String("serve-metrics", "", "URL of a running serve's /metrics: show whether it runs the content of HCLOUD_CLUSTER_CONFIG_FILE (serve reloads the file; one that does not load leaves it on the last good one)")
 	if code, ok := parseFlags(fs, args, stdout, stderr, statusHelp(fs)); !ok {
 		return code
 	}
 	log, cfg, code := cf.load(stderr, "status", *output, env)
 	if code != 0 {
+		if *serveMetrics != "" {
+			// A file that does not load is what a running serve
+			// refused too: say what it runs instead.
+			printConfigStatus(stderr, readConfigStatus(ctx, env, *serveMetrics))
+		}
 		return code
 	}
 	// A sold-out type or a missing image is what an operator runs status
@@ -134,6 +142,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	if err != nil {
 		fmt.Fprintf(stderr, "hcloudscale status: %v\n", err)
 		return exitFailure
+	}
+	if *serveMetrics != "" {
+		res.Config = readConfigStatus(ctx, env, *serveMetrics)
 	}
 	if *output == outputJSON {
 		if err := writeJSON(stdout, res); err != nil {
@@ -290,6 +301,8 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 			fmt.Fprintf(w, "  %s\n", warn)
 		}
 	}
+
+	printConfigStatus(w, res.Config)
 
 	rl := res.RateLimit
 	fmt.Fprintf(w, "\nAPI budget: %d of %d requests left", rl.Remaining, rl.Limit)
