@@ -16,6 +16,11 @@ const (
 	// LabelCluster scopes servers to one cluster when Config.ClusterName is
 	// set, so that two clusters can share a Hetzner Cloud project.
 	LabelCluster = "hcloudscale/cluster"
+	// LabelUserDataHash holds a hash of the user data a server was
+	// created with (pool.UserDataHash), so that a server whose pool's
+	// cloud-init changed since is told apart without the user data, which
+	// the API does not return.
+	LabelUserDataHash = "hcloudscale/user-data-hash"
 )
 
 // InCluster reports whether server labels place a server in the named

@@ -8,6 +8,7 @@ import (
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
 
+	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
 	"github.com/hcloudscale/hcloudscale/servercache"
 )
@@ -125,6 +126,10 @@ func (p *Pool) createOpts(ctx context.Context, set *settings, name string) (hclo
 		return hcloud.ServerCreateOpts{}, err
 	}
 	start := !set.stoppedCreates
+	labels := set.copyLabels()
+	// The user data's hash, for telling the server apart once the pool's
+	// cloud-init has changed (Drift).
+	labels[config.LabelUserDataHash] = UserDataHash(userData)
 	opts := hcloud.ServerCreateOpts{
 		Name:             name,
 		ServerType:       &hcloud.ServerType{ID: st.ID, Name: st.Name},
@@ -133,7 +138,7 @@ func (p *Pool) createOpts(ctx context.Context, set *settings, name string) (hclo
 		SSHKeys:          set.refs.SSHKeys,
 		UserData:         userData,
 		StartAfterCreate: &start,
-		Labels:           set.copyLabels(),
+		Labels:           labels,
 		PlacementGroup:   set.refs.PlacementGroup,
 		PublicNet: &hcloud.ServerCreatePublicNet{
 			EnableIPv4: cfg.PublicIPv4,
