@@ -44,6 +44,7 @@ type Cluster struct {
 	opts          options         // what New was given, for pools added later
 	offerings     *pool.Offerings // shared by all pools
 	reload        *reloader       // nil without WithReload
+	drift         driftState
 	warnings      []string
 
 	lenient    bool        // offer problems are warnings (WithLenientChecks)
@@ -139,6 +140,9 @@ func (c *Cluster) start(ctx context.Context, cfg *config.Config, o *options) err
 		return err
 	}
 	if err := c.registerReload(o); err != nil {
+		return err
+	}
+	if err := c.registerDrift(o.registerer); err != nil {
 		return err
 	}
 	refs, soldOut, warnings, err := c.check(ctx, cfg)
@@ -448,12 +452,15 @@ func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
 // holds now, if it changed and is valid ([Cluster.Reconfigure]); a file
 // that is not is logged and reported ([Cluster.ReloadStatus]), never an
 // error of Refresh. Pools removed from the configuration leave the
-// Cluster once they are empty.
+// Cluster once they are empty. With [WithRegisterer], a new listing or
+// configuration updates hcloudscale_pool_drifted_servers
+// ([Cluster.Drift]).
 func (c *Cluster) Refresh(ctx context.Context) error {
 	c.reloadIfChanged(ctx)
 	_, err := c.servers.Get(ctx)
 	c.dropEmptyRemoved(ctx)
 	c.resume()
+	c.updateDrift(ctx)
 	return err
 }
 

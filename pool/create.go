@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
@@ -352,6 +353,10 @@ func (p *Pool) succeed(taskCtx context.Context, c *claim, res created, log *zap.
 	// The start (or power-on) action succeeded, or an adopted server was
 	// seen running: the server runs.
 	srv.Status = hcloud.ServerStatusRunning
+	// A server created stopped was attached after the create's answer.
+	if n := c.set.refs.Network; n != nil && !slices.Contains(srv.NetworkIDs, n.ID) {
+		srv.NetworkIDs = append(slices.Clone(srv.NetworkIDs), n.ID)
+	}
 	if p.deps.Cache.Current() == nil {
 		// Upsert needs a snapshot to change; the first listing also shows
 		// the new server.
