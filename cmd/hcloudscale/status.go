@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/hcloudscale/hcloudscale"
@@ -20,7 +21,10 @@ func statusHelp(fs *flag.FlagSet) func(io.Writer) {
 Shows each pool as the autoscaler sees it: min, max and target size, its servers by
 state, the instances that need attention with their errors (servers that never started,
 servers in status unknown), whether the pool's server type can be ordered in its location,
-and the API rate-limit budget left.
+the servers that differ from what the pool's configuration would create now (server type,
+location, image, placement group, network, firewalls, labels, user data: nothing replaces
+them by itself), and the API rate-limit budget left. With --serve-metrics it also says
+whether a running serve runs the content of HCLOUD_CLUSTER_CONFIG_FILE.
 
 status builds its own view from the API (one server listing, which is all the pools'
 servers: a few requests). Pending creates and the placeholders of failed creates of a
@@ -57,6 +61,9 @@ type poolStatus struct {
 	// by their state.
 	Failed        int `json:"failed"`
 	PendingClaims int `json:"pendingClaims"`
+	// Drifted counts the servers that differ from the pool's
+	// configuration (see instanceStatus.Drift).
+	Drifted int `json:"drifted"`
 	// Offering is "available", or "deprecated" with OrderableUntil, as
 	// the server-type catalogue says for the pool's location.
 	Offering       string                `json:"offering"`
@@ -72,6 +79,10 @@ type instanceStatus struct {
 	State    string       `json:"state"`
 	Status   string       `json:"status,omitempty"`
 	Error    *errorStatus `json:"error,omitempty"`
+	// Drift says what differs between the server and what the pool's
+	// configuration would create now ("reason: detail"); nothing replaces
+	// it by itself.
+	Drift []string `json:"drift,omitempty"`
 }
 
 type errorStatus struct {
@@ -175,8 +186,14 @@ func clusterStatus(ctx context.Context, c *hcloudscale.Cluster) (*statusResult, 
 		Pools:       []poolStatus{},
 		Warnings:    append([]string{}, c.Warnings()...),
 	}
+	drift, err := c.Drift(ctx)
+	if err != nil {
+		res.Warnings = append(res.Warnings, "drift: "+err.Error())
+	}
 	for _, p := range c.Pools() {
-		res.Pools = append(res.Pools, newPoolStatus(p, byName[p.Config().ServerType]))
+		ps := newPoolStatus(p, byName[p.Config().ServerType])
+		addDrift(&ps, drift[p.Name()])
+		res.Pools = append(res.Pools, ps)
 	}
 	res.RateLimit = newRateLimitStatus(c.RateLimit())
 	return res, nil
@@ -210,6 +227,26 @@ func newPoolStatus(p *pool.Pool, t *servercache.ServerType) poolStatus {
 		})
 	}
 	return ps
+}
+
+// addDrift marks the drifted servers of ps.
+func addDrift(ps *poolStatus, drift []pool.Drift) {
+	byID := map[int64]*pool.Drift{}
+	for i := range drift {
+		if drift[i].Drifted() {
+			byID[drift[i].ServerID] = &drift[i]
+		}
+	}
+	for i := range ps.Instances {
+		d := byID[ps.Instances[i].ServerID]
+		if d == nil || ps.Instances[i].ServerID == 0 {
+			continue
+		}
+		ps.Drifted++
+		for j, r := range d.Reasons {
+			ps.Instances[i].Drift = append(ps.Instances[i].Drift, string(r)+": "+d.Details[j])
+		}
+	}
 }
 
 func newInstanceStatus(in pool.Instance) instanceStatus {
@@ -273,6 +310,23 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 		tb = newTable(w, "  POOL", "NAME", "ID", "STATE", "HETZNER", "ERROR")
 		for _, r := range rows {
 			r[0] = "  " + r[0].(string)
+			tb.row(r...)
+		}
+		tb.flush()
+	}
+
+	var drifted [][]any
+	for _, p := range res.Pools {
+		for _, in := range p.Instances {
+			if len(in.Drift) > 0 {
+				drifted = append(drifted, []any{"  " + p.Name, in.Name, strings.Join(in.Drift, "; ")})
+			}
+		}
+	}
+	if len(drifted) > 0 {
+		fmt.Fprintf(w, "\nServers that differ from their pool's configuration (nothing replaces them; a drained node the autoscaler removes comes back as configured)\n")
+		tb = newTable(w, "  POOL", "NAME", "DIFFERS")
+		for _, r := range drifted {
 			tb.row(r...)
 		}
 		tb.flush()
