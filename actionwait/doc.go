@@ -11,10 +11,14 @@
 // # Schedule
 //
 // One [Waiter] per process polls every action that any caller waits for,
-// 50 per GET /actions (the largest page; the requests of one poll run in
-// parallel, and each wakes the callers it answers for, so a slow request
-// holds back only its own actions), and wakes each caller when its
-// actions have finished.
+// 50 per GET /actions (the largest page), and wakes each caller when its
+// actions have finished. Requests and polls do not wait for each other:
+// each request wakes the callers it answers for and schedules its own
+// actions, and the next poll goes out on schedule while a request of an
+// earlier one is still on the wire, so a request that hangs (up to 30 s)
+// holds back only the actions it asked for. No action is asked for by two
+// requests at once: one on the wire keeps its actions out of later polls
+// until it has answered or failed.
 // Nothing is polled while nobody waits. It polls an action when it can
 // have finished, not on a fixed beat, because at real durations (a
 // create_server takes 10-20 s) polls, not creates, would spend the API

@@ -31,8 +31,8 @@ const (
 	// learnedSamples is how many recent durations of a kind of action
 	// the waiter keeps; it expects the shortest of them.
 	learnedSamples = 8
-	// pollTimeout bounds one poll request, so that a hung connection does
-	// not stall every caller until its own deadline.
+	// pollTimeout bounds one poll request, so that a hung connection
+	// holds back the actions it asked for no longer than that.
 	pollTimeout = 30 * time.Second
 )
 

@@ -3,25 +3,26 @@ package actionwait
 import (
 	"context"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
 )
 
+// loop starts the polls. It never waits for a poll's requests: each
+// runs on its own (requests), and loop waits for them only when it ends,
+// so that no goroutine outlives Close.
 func (w *Waiter) loop(ctx context.Context) {
 	defer close(w.done)
+	defer w.requests.Wait()
 	for {
 		w.mu.Lock()
-		idle := len(w.byID) == 0
-		var at, now time.Time
-		if !idle {
-			now = w.clock.Now()
-			at = w.nextPollLocked()
-		}
+		at, ok := w.nextPollLocked()
+		now := w.clock.Now()
 		w.mu.Unlock()
-		if idle {
+		if !ok {
+			// Nothing to poll, or everything is in a request on the
+			// wire: a new Wait or an answered request wakes us.
 			select {
 			case <-w.wake:
 				continue
@@ -45,17 +46,21 @@ func (w *Waiter) loop(ctx context.Context) {
 // nextPollLocked returns when to poll next: when the first action is due,
 // or later by up to one interval to take along the others due by then
 // (actions started together finish together), and never sooner than one
-// interval after the last poll.
-func (w *Waiter) nextPollLocked() time.Time {
+// interval after the last poll. Actions in a request on the wire are not
+// due. ok is false when no action is left to poll.
+func (w *Waiter) nextPollLocked() (at time.Time, ok bool) {
 	var first time.Time
-	for _, t := range w.byID {
-		if first.IsZero() || t.next.Before(first) {
+	for id, t := range w.byID {
+		if !w.inFlight[id] && (first.IsZero() || t.next.Before(first)) {
 			first = t.next
 		}
 	}
-	at := first
-	for _, t := range w.byID {
-		if t.next.After(at) && !t.next.After(first.Add(w.interval)) {
+	if first.IsZero() {
+		return time.Time{}, false
+	}
+	at = first
+	for id, t := range w.byID {
+		if !w.inFlight[id] && t.next.After(at) && !t.next.After(first.Add(w.interval)) {
 			at = t.next
 		}
 	}
@@ -64,13 +69,24 @@ func (w *Waiter) nextPollLocked() time.Time {
 			at = earliest
 		}
 	}
-	return at
+	return at, true
 }
 
-// poll lists every action due by at, one request per actionsPerRequest
-// IDs, sent concurrently, and schedules the ones still running. The
-// callers of the finished actions are woken as each request answers, so
-// that a slow request holds back only the actions it asked for.
+// pollRun is what the requests of one poll share: the commands of which
+// some action finished (a batch finishing), and the actions still running
+// that each request rescheduled, by command. Guarded by Waiter.mu.
+type pollRun struct {
+	start    time.Time
+	finished map[string]bool
+	running  map[string][]int64
+}
+
+// poll lists every action due by at that no request on the wire asks for,
+// one request per actionsPerRequest IDs, each sent on its own. It does not
+// wait for them: each request, as it answers or fails, wakes the callers
+// it answers for and schedules its own actions, so that a hung request
+// holds back only the actions it asked for, and the next poll of the
+// others goes out on schedule.
 func (w *Waiter) poll(ctx context.Context, at time.Time) {
 	w.mu.Lock()
 	start := w.clock.Now()
@@ -80,65 +96,84 @@ func (w *Waiter) poll(ctx context.Context, at time.Time) {
 	}
 	var ids []int64
 	for id, t := range w.byID {
-		if !t.next.After(at) {
+		if !w.inFlight[id] && !t.next.After(at) {
 			ids = append(ids, id)
+			w.inFlight[id] = true
 		}
 	}
 	w.mu.Unlock()
 	slices.Sort(ids)
 
-	chunks := slices.Collect(slices.Chunk(ids, actionsPerRequest))
-	running := make([][]*hcloud.Action, len(chunks))
-	failed := make([]bool, len(chunks))
-	finished := map[string]bool{} // commands of which this poll saw some finish; guarded by w.mu
-	var wg sync.WaitGroup
-	for i, chunk := range chunks {
-		wg.Go(func() {
-			actions, err := w.list(ctx, chunk)
-			if err != nil {
-				if ctx.Err() == nil {
-					w.log.Warn("polling actions failed; retrying after the poll interval",
-						zap.Int("actions", len(chunk)), zap.Error(err))
-				}
-				failed[i] = true
-				return
-			}
-			running[i] = w.settle(chunk, actions, finished)
-		})
+	run := &pollRun{start: start, finished: map[string]bool{}, running: map[string][]int64{}}
+	for chunk := range slices.Chunk(ids, actionsPerRequest) {
+		w.requests.Go(func() { w.request(ctx, run, chunk) })
 	}
-	wg.Wait()
+}
+
+// request sends one request of a poll and settles its answer: it wakes
+// the callers of the actions that finished or vanished and schedules the
+// ones still running, or, when it failed, all of its actions one interval
+// after the poll began. Then its actions may be polled again.
+func (w *Waiter) request(ctx context.Context, run *pollRun, chunk []int64) {
+	defer func() {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}()
+	actions, err := w.list(ctx, chunk)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("polling actions failed; retrying after the poll interval",
+				zap.Int("actions", len(chunk)), zap.Error(err))
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, id := range chunk {
+			delete(w.inFlight, id)
+			if t := w.byID[id]; t != nil {
+				t.polls++
+				t.next = run.start.Add(w.interval)
+			}
+		}
+		return
+	}
+	running, newlyFinished := w.settle(chunk, actions, run.finished)
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	end := w.clock.Now()
-	for i, chunk := range chunks {
-		if failed[i] {
-			for _, id := range chunk {
-				if t := w.byID[id]; t != nil {
-					t.polls++
-					t.next = start.Add(w.interval)
-				}
-			}
-			continue
+	for _, id := range chunk {
+		delete(w.inFlight, id)
+	}
+	for _, a := range running {
+		t := w.byID[a.ID]
+		if t == nil {
+			continue // its callers gave up while we polled
 		}
-		for _, a := range running[i] {
-			t := w.byID[a.ID]
-			if t == nil {
-				continue // its callers gave up while we polled
+		t.polls++
+		// From the end of the request: the progress may be read late in
+		// it, and later is the safe side.
+		t.next = end.Add(w.gapLocked(t, a, end, run.finished[t.command]))
+		run.running[t.command] = append(run.running[t.command], a.ID)
+	}
+	// A batch is finishing: the running actions of its commands that
+	// other requests of the poll answered for are polled again one
+	// interval from now, as if one request had answered for all.
+	for _, command := range newlyFinished {
+		for _, id := range run.running[command] {
+			if t := w.byID[id]; t != nil && !w.inFlight[id] && t.next.After(end.Add(w.interval)) {
+				t.next = end.Add(w.interval)
 			}
-			t.polls++
-			// From the end of the poll: the progress may be read late in
-			// the request, and later is the safe side.
-			t.next = end.Add(w.gapLocked(t, a, end, finished[t.command]))
 		}
 	}
 }
 
-// settle settles the answer to one request of a
-// poll: it wakes the callers of the finished and the vanished actions
-// among ids, adds the commands of the finished ones to finished, and
-// returns the actions still running.
-func (w *Waiter) settle(ids []int64, actions []*hcloud.Action, finished map[string]bool) []*hcloud.Action {
+// settle settles the answer to one request of a poll: it wakes the
+// callers of the finished and the vanished actions among ids, adds the
+// commands of the finished ones to finished (guarded by w.mu), and
+// returns the actions still running and the commands it added.
+func (w *Waiter) settle(ids []int64, actions []*hcloud.Action, finished map[string]bool) (running []*hcloud.Action, added []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	seen := w.clock.Now()
@@ -148,7 +183,6 @@ func (w *Waiter) settle(ids []int64, actions []*hcloud.Action, finished map[stri
 			byID[a.ID] = a
 		}
 	}
-	var running []*hcloud.Action
 	for _, id := range ids {
 		a := byID[id]
 		if a != nil && a.Status == hcloud.ActionStatusRunning {
@@ -165,11 +199,14 @@ func (w *Waiter) settle(ids []int64, actions []*hcloud.Action, finished map[stri
 			w.resolveLocked(id, &NotFoundError{ID: id})
 			continue
 		}
-		finished[t.command] = true
+		if !finished[t.command] {
+			finished[t.command] = true
+			added = append(added, t.command)
+		}
 		w.finishedLocked(t, a, seen)
 		w.resolveLocked(id, a.Error())
 	}
-	return running
+	return running, added
 }
 
 // gapLocked returns how long to wait before polling a running action

@@ -37,9 +37,11 @@ func (e *NotFoundError) Error() string {
 }
 
 // Waiter waits for Hetzner actions on behalf of every caller in the
-// process: one goroutine lists the running actions of all callers
-// together, actionsPerRequest IDs per GET /actions, and wakes each caller
-// when its actions have finished. It polls an action when it can have
+// process: one goroutine starts the polls, which list the running actions
+// of all callers together, actionsPerRequest IDs per GET /actions, and
+// wakes each caller when its actions have finished. Polls do not wait for
+// each other: a request that hangs holds back only the actions it asks
+// for, which no other request asks for meanwhile. It polls an action when it can have
 // finished, by the durations of the actions it watched before; the
 // package documentation explains the schedule. Nothing is polled while
 // nobody waits.
@@ -56,17 +58,22 @@ type Waiter struct {
 	registerer prometheus.Registerer
 	pollHook   func(start time.Time) // tests only: called as a poll starts
 
-	cancel context.CancelFunc // stops a poll in flight
-	wake   chan struct{}      // capacity 1: "there may be new work"
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
+	cancel   context.CancelFunc // stops the polls in flight
+	wake     chan struct{}      // capacity 1: "there may be new work"
+	stop     chan struct{}
+	done     chan struct{}
+	once     sync.Once
+	requests sync.WaitGroup // the poll requests in flight; loop waits for them
 
-	mu       sync.Mutex // guards byID, learned, lastPoll and closed
+	mu       sync.Mutex // guards byID, inFlight, learned, lastPoll and closed
 	byID     map[int64]*tracked
 	learned  map[learnKey][]time.Duration // the last learnedSamples durations, oldest first
 	lastPoll time.Time
 	closed   bool
+	// inFlight holds the IDs that a poll request on the wire asks for:
+	// no other request asks for them until it has answered or failed,
+	// whether or not anybody still waits for them.
+	inFlight map[int64]bool
 }
 
 // tracked is one running action and its callers.
@@ -105,6 +112,7 @@ func New(api API, opts ...Option) *Waiter {
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 		byID:     make(map[int64]*tracked),
+		inFlight: make(map[int64]bool),
 		learned:  make(map[learnKey][]time.Duration),
 	}
 	for _, o := range opts {

@@ -195,3 +195,37 @@ func handleListActions(s *Server, r *request) (response, *apiError) {
 	}
 	return ok200(map[string]any{"actions": out, "meta": meta}), nil
 }
+
+// handleListServerActions answers GET /servers/{id}/actions: the actions
+// that concern the server, in ID order unless sorted, filtered by status,
+// as the API keeps them (until [Server.ForgetActions]).
+func handleListServerActions(s *Server, r *request) (response, *apiError) {
+	srv, err := s.serverFromPath(r)
+	if err != nil {
+		return response{}, err
+	}
+	statuses := r.query["status"]
+	var list []*actionRec
+	for _, a := range s.st.actions {
+		if len(statuses) > 0 && !slices.Contains(statuses, a.status) {
+			continue
+		}
+		if slices.ContainsFunc(a.resources, func(ref schema.ActionResourceReference) bool {
+			return ref.Type == "server" && ref.ID == srv.id
+		}) {
+			list = append(list, a)
+		}
+	}
+	if err := sortList(list, r.query["sort"], actionSorts); err != nil {
+		return response{}, err
+	}
+	page, meta, err := paginate(r, list)
+	if err != nil {
+		return response{}, err
+	}
+	out := make([]schema.Action, len(page))
+	for i, a := range page {
+		out[i] = a.schema(r.now)
+	}
+	return ok200(map[string]any{"actions": out, "meta": meta}), nil
+}

@@ -271,3 +271,49 @@ func TestForgetActions(t *testing.T) {
 		t.Errorf("server after its forgotten delete: %+v, exists %t; want it running as before", info, ok)
 	}
 }
+
+// A server's actions are listed under the server, from its create on, with
+// the status filter, and a server that does not exist is not_found.
+func TestServerActions(t *testing.T) {
+	_, client, clock := newFake(t,
+		hcloudtest.WithActionDuration("create_server", time.Second),
+		hcloudtest.WithActionDuration("start_server", time.Second),
+		hcloudtest.WithActionDuration("poweroff", time.Second))
+	ctx := t.Context()
+	res := mustCreate(t, client, basicCreateOpts("mine", nil))
+	other := mustCreate(t, client, basicCreateOpts("other", nil))
+	clock.Advance(2 * time.Second)
+	if _, _, err := client.Server.Poweroff(ctx, res.Server); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Command string
+		Status  hcloud.ActionStatus
+	}
+	rows := func(status ...hcloud.ActionStatus) []row {
+		t.Helper()
+		list, err := client.Server.Action.AllFor(ctx, res.Server, hcloud.ActionListOpts{Status: status})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []row
+		for _, a := range list {
+			got = append(got, row{a.Command, a.Status})
+		}
+		return got
+	}
+	want := []row{{"create_server", "success"}, {"start_server", "success"}, {"poweroff", "running"}}
+	if diff := cmp.Diff(want, rows()); diff != "" {
+		t.Errorf("actions of the server (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want[:2], rows(hcloud.ActionStatusSuccess)); diff != "" {
+		t.Errorf("successful actions of the server (-want +got):\n%s", diff)
+	}
+	if list, err := client.Server.Action.AllFor(ctx, other.Server, hcloud.ActionListOpts{}); err != nil || len(list) != 2 {
+		t.Errorf("actions of the other server = %d, %v; want its create and start", len(list), err)
+	}
+	_, _, err := client.Server.Action.ListFor(ctx, &hcloud.Server{ID: 1}, hcloud.ActionListOpts{})
+	if !hcloud.IsError(err, hcloud.ErrorCodeNotFound) {
+		t.Errorf("actions of a server that does not exist: error %v; want not_found", err)
+	}
+}

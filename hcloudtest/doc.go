@@ -10,8 +10,8 @@
 // # Resources
 //
 // Servers (create, get, list, update, delete; poweron, poweroff, shutdown,
-// reboot, reset, attach_to_network, detach_from_network), actions (by ID
-// and listed by id filters), server types, locations, images, networks,
+// reboot, reset, attach_to_network, detach_from_network; a server's
+// actions), actions (by ID and listed by id filters), server types, locations, images, networks,
 // firewalls, SSH keys, placement groups and pricing. The catalogue models
 // Hetzner's offer: locations fsn1, nbg1, hel1, ash, hil and sin; shared
 // x86 types cx23-cx53 and cpx11-cpx51 (cx only in the EU), dedicated
@@ -63,7 +63,10 @@
 // [Server.SetUnavailable] makes creates of a server type and/or location
 // fail with resource_unavailable while the catalogue still offers it (as
 // during Hetzner's shortages); [Server.SetLatency] delays requests;
-// [Server.SetOutage] fails every request on every endpoint until lifted.
+// [Server.SetOutage] fails every request on every endpoint until lifted,
+// [Server.SetEndpointOutage] every request of one endpoint;
+// [Server.HoldRequest] keeps one request waiting, as a hung connection
+// does, until released.
 // [Server.SetServerTypeAvailable] and [Server.DeprecateServerType] change
 // the catalogue itself.
 //
@@ -79,7 +82,9 @@
 //
 // # Observability
 //
-// [Server.Requests] is the request log; [Server.Count] and [Server.Counts]
+// [Server.Requests] is the request log, with each request's token and its
+// arrival and handling times; [WithTokens] gives several clients a token
+// each, so that every request is attributed. [Server.Count] and [Server.Counts]
 // count requests by template, such as "POST /servers" or
 // "GET /actions". [Server.Servers], [Server.AddServer],
 // [Server.SetServerStatus], [Server.DeleteServerNow], [Server.DeleteImage]

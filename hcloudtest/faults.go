@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud/schema"
@@ -68,6 +69,46 @@ type faults struct {
 	// turn; outageSeq counts the requests it failed.
 	outage    []RequestFault
 	outageSeq int
+	// endpoints holds the outages of single endpoints by template, and
+	// endpointSeq the requests each failed.
+	endpoints   map[string][]RequestFault
+	endpointSeq map[string]int
+	holds       []*pendingHold
+}
+
+type pendingHold struct {
+	template string
+	skip     int
+	hold     *Hold
+}
+
+// takeEndpointFault returns the fault of the next request matching
+// template during an outage of that endpoint, nil when there is none.
+func (f *faults) takeEndpointFault(template string) *RequestFault {
+	list := f.endpoints[template]
+	if len(list) == 0 {
+		return nil
+	}
+	fault := list[f.endpointSeq[template]%len(list)]
+	f.endpointSeq[template]++
+	return &fault
+}
+
+// takeHold counts one request matching template against the pending
+// holds and returns the hold whose turn it is.
+func (f *faults) takeHold(template string) *Hold {
+	for i, p := range f.holds {
+		if p.template != template {
+			continue
+		}
+		if p.skip > 0 {
+			p.skip--
+			continue
+		}
+		f.holds = slices.Delete(f.holds, i, i+1)
+		return p.hold
+	}
+	return nil
 }
 
 // takeOutageFault returns the fault of the next request during an outage,
@@ -152,6 +193,70 @@ func (s *Server) SetOutage(faults ...RequestFault) {
 	defer s.mu.Unlock()
 	s.st.faults.outage = append([]RequestFault(nil), faults...)
 	s.st.faults.outageSeq = 0
+}
+
+// SetEndpointOutage makes every later request matching template (as in
+// [Server.FailRequest]) fail as the given faults describe, in turn, while
+// other endpoints answer: GET /actions failing while creates and deletes
+// get through. SetEndpointOutage(template) with no faults ends it. The
+// faults apply after rate limiting and authentication, as FailRequest's.
+func (s *Server) SetEndpointOutage(template string, faults ...RequestFault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := &s.st.faults
+	if f.endpoints == nil {
+		f.endpoints, f.endpointSeq = map[string][]RequestFault{}, map[string]int{}
+	}
+	if len(faults) == 0 {
+		delete(f.endpoints, template)
+	} else {
+		f.endpoints[template] = append([]RequestFault(nil), faults...)
+	}
+	f.endpointSeq[template] = 0
+}
+
+// Hold keeps one request waiting before it is handled, as a hung
+// connection does; see [Server.HoldRequest].
+type Hold struct {
+	arrived  chan struct{}
+	released chan struct{}
+	once     sync.Once
+}
+
+// Arrived is closed once the held request has come in and waits.
+func (h *Hold) Arrived() <-chan struct{} { return h.arrived }
+
+// Release lets the held request go on to be handled (and answered).
+// Calling it more than once is fine.
+func (h *Hold) Release() { h.once.Do(func() { close(h.released) }) }
+
+// HoldRequest makes the nth next request matching template (as in
+// [Server.FailRequest]) wait before it is handled, until the Hold is
+// released, the client gives up on it, or the Server closes; it is then
+// handled as usual (a client that gave up does not see the answer).
+// Other requests go on meanwhile.
+func (s *Server) HoldRequest(template string, nth int) *Hold {
+	h := &Hold{arrived: make(chan struct{}), released: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.faults.holds = append(s.st.faults.holds, &pendingHold{template: template, skip: max(nth, 1) - 1, hold: h})
+	return h
+}
+
+// waitHold holds the request if a hold is due for it.
+func (s *Server) waitHold(hr *http.Request, template string) {
+	s.mu.Lock()
+	h := s.st.faults.takeHold(template)
+	s.mu.Unlock()
+	if h == nil {
+		return
+	}
+	close(h.arrived)
+	select {
+	case <-h.released:
+	case <-hr.Context().Done():
+	case <-s.closing:
+	}
 }
 
 // DropConnection closes the connection of the nth next request matching

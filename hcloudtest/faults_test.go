@@ -301,3 +301,80 @@ func TestDeleteImage(t *testing.T) {
 		t.Errorf("Create() with a deleted image: error = %v; want invalid_input", err)
 	}
 }
+
+// An endpoint's outage fails every request of that endpoint, the faults
+// in turn, while the others answer, until it is lifted.
+func TestSetEndpointOutage(t *testing.T) {
+	s, client, _ := newFake(t, hcloudtest.WithRateLimit(0, 0))
+	ctx := t.Context()
+	res := mustCreate(t, client, basicCreateOpts("s1", nil))
+	s.SetEndpointOutage("GET /actions",
+		hcloudtest.RequestFault{Code: "server_error"},
+		hcloudtest.RequestFault{Code: "rate_limit_exceeded"})
+	for range 3 {
+		if _, _, err := client.Action.List(ctx, hcloud.ActionListOpts{ID: []int64{res.Action.ID}}); err == nil {
+			t.Error("GET /actions during its outage succeeded")
+		}
+	}
+	// Every request (hcloud-go's retries too) failed, with the faults in
+	// turn.
+	var statuses []int
+	for _, r := range s.Requests() {
+		if r.Template == "GET /actions" {
+			statuses = append(statuses, r.Status)
+		}
+	}
+	if len(statuses) < 3 {
+		t.Fatalf("GET /actions answered %v; want at least 3 requests", statuses)
+	}
+	for i, got := range statuses {
+		if want := []int{http.StatusInternalServerError, http.StatusTooManyRequests}[i%2]; got != want {
+			t.Errorf("GET /actions #%d during its outage answered %d; want %d", i+1, got, want)
+		}
+	}
+	if _, _, err := client.Server.GetByID(ctx, res.Server.ID); err != nil {
+		t.Errorf("GET /servers/{id} during the outage of GET /actions: %v", err)
+	}
+	if _, _, err := client.Server.DeleteWithResult(ctx, res.Server); err != nil {
+		t.Errorf("DELETE /servers/{id} during the outage of GET /actions: %v", err)
+	}
+	s.SetEndpointOutage("GET /actions")
+	if _, _, err := client.Action.List(ctx, hcloud.ActionListOpts{ID: []int64{res.Action.ID}}); err != nil {
+		t.Errorf("GET /actions after the outage: %v", err)
+	}
+}
+
+// A held request waits until released while later requests of the same
+// endpoint are answered; then it is answered as usual.
+func TestHoldRequest(t *testing.T) {
+	s, client, _ := newFake(t, hcloudtest.WithRateLimit(0, 0))
+	ctx := t.Context()
+	res := mustCreate(t, client, basicCreateOpts("s1", nil))
+	hold := s.HoldRequest("GET /servers/{id}", 1)
+	held := make(chan error, 1)
+	go func() {
+		_, _, err := client.Server.GetByID(ctx, res.Server.ID)
+		held <- err
+	}()
+	select {
+	case <-hold.Arrived():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request did not arrive")
+	}
+	if _, _, err := client.Server.GetByID(ctx, res.Server.ID); err != nil {
+		t.Fatalf("a request after the held one: %v", err)
+	}
+	select {
+	case err := <-held:
+		t.Fatalf("the held request returned (%v) before its release", err)
+	default:
+	}
+	hold.Release()
+	hold.Release()
+	if err := <-held; err != nil {
+		t.Errorf("the held request after its release: %v", err)
+	}
+	if got := s.Count("GET /servers/{id}"); got != 2 {
+		t.Errorf("GET /servers/{id} = %d; want 2", got)
+	}
+}

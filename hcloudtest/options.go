@@ -1,6 +1,9 @@
 package hcloudtest
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Option configures a [Server] at construction.
 type Option func(*config)
@@ -8,6 +11,7 @@ type Option func(*config)
 type config struct {
 	clock           Clock
 	token           string
+	extraTokens     []string
 	durations       map[string]time.Duration
 	defaultDuration *time.Duration
 	serverLimit     int
@@ -78,6 +82,27 @@ func WithClock(c Clock) Option {
 // unauthorized.
 func WithToken(token string) Option {
 	return func(c *config) { c.token = token }
+}
+
+// WithTokens makes the server accept every one of tokens (and no other),
+// as when several clients share one project with a token each. The
+// request log records which token each request carried ([Request.Token]),
+// so a test can attribute every request to its client. The first token is
+// the one [Server.Token] returns and [Server.Client] sends. WithTokens()
+// with no tokens changes nothing.
+func WithTokens(tokens ...string) Option {
+	return func(c *config) {
+		if len(tokens) == 0 {
+			return
+		}
+		c.token = tokens[0]
+		c.extraTokens = append([]string(nil), tokens[1:]...)
+	}
+}
+
+// accepts reports whether token is one the server accepts.
+func (c *config) accepts(token string) bool {
+	return token == c.token || slices.Contains(c.extraTokens, token)
 }
 
 // WithActionDuration sets how long actions of command (the API's command

@@ -18,6 +18,14 @@ type Request struct {
 	Query    url.Values
 	// Status is the HTTP status sent, or 0 when the connection was dropped.
 	Status int
+	// Token is the bearer token the request carried, whether or not the
+	// server accepts it; empty without one. With [WithTokens] it tells
+	// which client sent the request.
+	Token string
+	// Arrived is the server's clock when the request arrived, before any
+	// latency fault ([Server.SetLatency]) delayed it: the time the client
+	// sent it, give or take the loopback.
+	Arrived time.Time
 	// Time is the server's clock when the request was handled.
 	Time time.Time
 }

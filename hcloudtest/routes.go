@@ -21,6 +21,7 @@ func (s *Server) buildRoutes() []route {
 		{"POST /servers/{id}/actions/reset", handlePower(reset)},
 		{"POST /servers/{id}/actions/attach_to_network", handleAttachToNetwork},
 		{"POST /servers/{id}/actions/detach_from_network", handleDetachFromNetwork},
+		{"GET /servers/{id}/actions", handleListServerActions},
 		{"GET /actions", handleListActions},
 		{"GET /actions/{id}", handleGetAction},
 		{"GET /server_types", handleListServerTypes},

@@ -250,8 +250,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 		template = rt.template
 	}
 	body, bodyErr := readBody(hr)
+	arrived := s.cfg.clock.Now()
 
 	s.sleepLatency(hr)
+	s.waitHold(hr, template)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -269,6 +271,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 		Template: template,
 		Query:    hr.URL.Query(),
 		Status:   out.status(),
+		Token:    bearerToken(hr),
+		Arrived:  arrived,
 		Time:     now,
 	})
 	s.st.counts[template]++
@@ -320,7 +324,7 @@ func (s *Server) serve(hr *http.Request, h http.Header, rt *route, pathKnown boo
 	if !s.st.limiter.take(req.now, h) {
 		return outcome{err: newError("rate_limit_exceeded", "limit of %d requests per hour reached", s.st.limiter.limit)}
 	}
-	if hr.Header.Get("Authorization") != "Bearer "+s.cfg.token {
+	if token, ok := cutBearer(hr); !ok || !s.cfg.accepts(token) {
 		return outcome{err: newError("unauthorized", "unable to authenticate")}
 	}
 	switch {
@@ -332,6 +336,9 @@ func (s *Server) serve(hr *http.Request, h http.Header, rt *route, pathKnown boo
 		return outcome{err: newError("json_error", "request body could not be read: %v", bodyErr)}
 	}
 	fault := s.st.faults.takeRequestFault(template)
+	if fault == nil {
+		fault = s.st.faults.takeEndpointFault(template)
+	}
 	if fault != nil && !fault.AfterEffect {
 		return outcome{fault: fault}
 	}
@@ -342,6 +349,18 @@ func (s *Server) serve(hr *http.Request, h http.Header, rt *route, pathKnown boo
 		return outcome{fault: fault}
 	}
 	return outcome{resp: resp, err: err}
+}
+
+// cutBearer returns the token of the request's Authorization header and
+// whether it has a bearer token at all.
+func cutBearer(hr *http.Request) (string, bool) {
+	return strings.CutPrefix(hr.Header.Get("Authorization"), "Bearer ")
+}
+
+// bearerToken is the token of the request, empty when it has none.
+func bearerToken(hr *http.Request) string {
+	token, _ := cutBearer(hr)
+	return token
 }
 
 // maxBody bounds request bodies; the largest legitimate one, a create with

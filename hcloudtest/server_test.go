@@ -2,6 +2,7 @@ package hcloudtest_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -116,10 +117,10 @@ func TestRequestLogAndCounts(t *testing.T) {
 	}
 	reqs := s.Requests()
 	wantLog := []hcloudtest.Request{
-		{Method: "POST", Path: "/servers", Template: "POST /servers", Status: 201, Time: epoch},
-		{Method: "GET", Path: "/servers", Template: "GET /servers", Status: 200, Time: epoch.Add(time.Second)},
-		{Method: "GET", Path: "/servers/100001", Template: "GET /servers/{id}", Status: 200, Time: epoch.Add(time.Second)},
-		{Method: "GET", Path: "/servers/1", Template: "GET /servers/{id}", Status: 404, Time: epoch.Add(time.Second)},
+		{Method: "POST", Path: "/servers", Template: "POST /servers", Status: 201, Token: hcloudtest.DefaultToken, Arrived: epoch, Time: epoch},
+		{Method: "GET", Path: "/servers", Template: "GET /servers", Status: 200, Token: hcloudtest.DefaultToken, Arrived: epoch.Add(time.Second), Time: epoch.Add(time.Second)},
+		{Method: "GET", Path: "/servers/100001", Template: "GET /servers/{id}", Status: 200, Token: hcloudtest.DefaultToken, Arrived: epoch.Add(time.Second), Time: epoch.Add(time.Second)},
+		{Method: "GET", Path: "/servers/1", Template: "GET /servers/{id}", Status: 404, Token: hcloudtest.DefaultToken, Arrived: epoch.Add(time.Second), Time: epoch.Add(time.Second)},
 	}
 	if diff := cmp.Diff(wantLog, reqs[:4], cmpopts.IgnoreFields(hcloudtest.Request{}, "Query")); diff != "" {
 		t.Errorf("Requests (-want +got):\n%s", diff)
@@ -130,6 +131,53 @@ func TestRequestLogAndCounts(t *testing.T) {
 	s.ResetCounts()
 	if got := s.Count("POST /servers"); got != 0 || len(s.Requests()) != 0 {
 		t.Errorf("after ResetCounts: count %d, log %d; want 0, 0", got, len(s.Requests()))
+	}
+}
+
+// TestTokens checks that a server made WithTokens accepts each of them,
+// refuses others, and logs which token every request carried, so that a
+// test with one token per client can attribute every request.
+func TestTokens(t *testing.T) {
+	s, _, _ := newFake(t, hcloudtest.WithTokens("replica-a", "replica-b"))
+	ctx := t.Context()
+	if got := s.Token(); got != "replica-a" {
+		t.Errorf("Token() = %q; want the first, replica-a", got)
+	}
+	for _, token := range []string{"replica-a", "replica-b"} {
+		if _, err := s.Client(hcloud.WithToken(token)).Server.All(ctx); err != nil {
+			t.Errorf("List with token %s: %v; want success", token, err)
+		}
+	}
+	for _, token := range []string{"other", hcloudtest.DefaultToken} {
+		if _, err := s.Client(hcloud.WithToken(token)).Server.All(ctx); !hcloud.IsError(err, hcloud.ErrorCodeUnauthorized) {
+			t.Errorf("List with token %s: %v; want 401 unauthorized", token, err)
+		}
+	}
+	var got []string
+	for _, r := range s.Requests() {
+		got = append(got, fmt.Sprintf("%s %d", r.Token, r.Status))
+	}
+	want := []string{"replica-a 200", "replica-b 200", "other 401", hcloudtest.DefaultToken + " 401"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("tokens and statuses in the log (-want +got):\n%s", diff)
+	}
+}
+
+// TestArrivedBeforeLatency checks that Request.Arrived is taken before a
+// latency fault delays the request and Time after.
+func TestArrivedBeforeLatency(t *testing.T) {
+	s := hcloudtest.NewServer()
+	t.Cleanup(s.Close)
+	s.SetLatency(50 * time.Millisecond)
+	if _, err := s.Client().Server.All(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests logged; want 1", len(reqs))
+	}
+	if d := reqs[0].Time.Sub(reqs[0].Arrived); d < 50*time.Millisecond {
+		t.Errorf("Time - Arrived = %s; want at least the latency, 50ms", d)
 	}
 }
 

@@ -52,6 +52,7 @@
 //
 // # Permissions
 //
-// The labeller needs get, list, watch and update on nodes (a ClusterRole;
-// examples/externalgrpc has one).
+// The labeller needs list, watch and update on nodes (a ClusterRole;
+// charts/hcloudscale makes it; it reads nodes from its informer cache and
+// never gets one).
 package nodelabel

@@ -18,3 +18,12 @@ type ServerAPI interface {
 }
 
 var _ ServerAPI = (*hcloud.ServerClient)(nil)
+
+// ServerActionAPI is the part of hcloud-go's server action client that a
+// [Pool] uses to read a server's action history. Pass
+// (*hcloud.Client).Server.Action.
+type ServerActionAPI interface {
+	AllFor(ctx context.Context, server *hcloud.Server, opts hcloud.ActionListOpts) ([]*hcloud.Action, error)
+}
+
+var _ ServerActionAPI = (*hcloud.ResourceActionClient[*hcloud.Server])(nil)

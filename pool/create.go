@@ -384,37 +384,45 @@ func (p *Pool) succeed(taskCtx context.Context, c *claim, res created, log *zap.
 	p.observe()
 }
 
-// fail ends a flow that did not produce a running server. A server that
-// exists is deleted first, and the delete awaited, so that a failure never
-// leaks one. Then the claim becomes a placeholder carrying the error, or,
-// if it was cancelled, disappears.
+// fail ends a flow that did not produce a running server; every create
+// flow, fresh or resumed, that does not succeed ends here. A server the
+// flow made is judged first ([Pool.judge]): one that runs, ran or may
+// have run is kept and the claim turns into it (see keep). One that
+// provably never ran is deleted, and the delete awaited, so that a
+// failure never leaks one. Then the claim becomes a placeholder carrying
+// the error, or, if it was cancelled, disappears. The server of a
+// cancelled claim is deleted whatever it did: the autoscaler asked for
+// that.
 //
 // When Close gave up waiting (taskCtx ended), the server is left alone:
 // it carries the pool's labels, so the next Pool finds it.
 func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, what string, err error) {
 	log := p.log.With(zap.String("server", c.name))
-	if taskCtx.Err() != nil || errors.Is(err, ErrFenced) {
-		// Closed, or no longer allowed to change servers: the flow stops
-		// where it is. Its server, if any, carries the pool's labels; the
-		// next process (or leader) lists it and resumes the flow.
-		p.mu.Lock()
-		delete(p.claims, c.name)
-		p.mu.Unlock()
-		why := ErrClosed
-		if taskCtx.Err() == nil {
-			why = ErrFenced
-		}
-		if server != nil {
-			log.Info("create flow stopped; the server is left for the next start or leader to resume",
-				zap.Int64("server_id", server.ID), zap.NamedError("reason", why))
-		} else {
-			log.Info("create flow stopped before its server existed", zap.NamedError("reason", why))
-		}
-		c.result = fmt.Errorf("pool %q: server %s: %w", p.cfg.Name, c.name, why)
-		if why == ErrFenced {
-			p.observe()
-		}
+	if taskCtx.Err() != nil {
+		p.stopped(c, server, ErrClosed, log)
 		return
+	}
+	if errors.Is(err, ErrFenced) {
+		// No longer allowed to change servers: the next leader resumes
+		// the flow from its listing; judging or deleting would be a write.
+		p.stopped(c, server, ErrFenced, log)
+		return
+	}
+	if server != nil && !p.isCancelled(c) {
+		f, looked := p.judge(taskCtx, server.ID, log)
+		if taskCtx.Err() != nil {
+			p.stopped(c, server, ErrClosed, log)
+			return
+		}
+		switch f {
+		case fateKeep:
+			if p.keep(taskCtx, c, server, looked, what, err, log) {
+				return
+			}
+		case fateGone:
+			p.deps.Cache.Remove(server.ID)
+			server = nil
+		}
 	}
 	if server != nil {
 		p.cleanup(taskCtx, server, log)
@@ -456,6 +464,70 @@ func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, wh
 	log.Warn("server creation failed", zap.String("class", info.Class.String()),
 		zap.String("code", info.Code), zap.String("message", info.Message))
 	p.observe()
+}
+
+// stopped ends a flow that Close stopped waiting for (why is ErrClosed)
+// or that the write fence refused (ErrFenced): the claim goes, and the
+// server is left alone; it carries the pool's labels, so the next Pool,
+// or the next leader, finds it and resumes the flow.
+func (p *Pool) stopped(c *claim, server *hcloud.Server, why error, log *zap.Logger) {
+	p.mu.Lock()
+	delete(p.claims, c.name)
+	p.mu.Unlock()
+	if server != nil {
+		log.Info("create flow stopped; the server is left for the next start or leader to resume",
+			zap.Int64("server_id", server.ID), zap.NamedError("reason", why))
+	} else if why == ErrFenced {
+		log.Info("create flow stopped before its server existed", zap.NamedError("reason", why))
+	}
+	c.result = fmt.Errorf("pool %q: server %s: %w", p.cfg.Name, c.name, why)
+	if why == ErrFenced {
+		p.observe()
+	}
+}
+
+// keep ends a failed create flow whose server runs, ran or may have run
+// ([Pool.judge]): the server stays and the claim turns into it, as on
+// success, with the status the look-up showed ("unknown" when it failed),
+// so that Instances reports it Running without error: min size protects
+// it, and the autoscaler's unready-node handling (with drain) applies
+// rather than its deletion of failed creations. Resume leaves it alone
+// until a listing shows it in another status. keep returns false and
+// leaves the claim when the claim was cancelled meanwhile: the caller
+// then deletes the server, as the autoscaler asked.
+func (p *Pool) keep(taskCtx context.Context, c *claim, server, looked *hcloud.Server, what string, cause error, log *zap.Logger) bool {
+	var srv servercache.Server
+	if looked != nil {
+		srv = servercache.FromHCloud(looked)
+	} else {
+		srv = servercache.FromHCloud(server)
+		srv.Status = hcloud.ServerStatusUnknown
+	}
+	srv.Pool = p.cfg.Name
+	if p.deps.Cache.Current() == nil {
+		if _, err := p.deps.Cache.Get(taskCtx); err != nil {
+			log.Warn("listing servers failed; the kept server shows after the next listing", zap.Error(err))
+		}
+	}
+	// Published before the claim goes, as in succeed.
+	p.deps.Cache.Upsert(srv)
+
+	p.mu.Lock()
+	if c.cancelled {
+		p.mu.Unlock()
+		return false
+	}
+	delete(p.claims, c.name)
+	p.released[srv.ID] = srv.Status
+	p.mu.Unlock()
+
+	info := classify(what, cause)
+	p.metrics.ServerCreates.WithLabelValues(p.cfg.Name, metrics.ResultError, info.Code).Inc()
+	log.Warn("create flow failed, but its server runs, ran or may have run: keeping it as a server of the pool",
+		zap.Int64("server_id", srv.ID), zap.String("status", string(srv.Status)),
+		zap.String("step", what), zap.Error(cause))
+	p.observe()
+	return true
 }
 
 // cleanup deletes a server whose create flow failed and waits for the

@@ -96,8 +96,10 @@
 // pool off from. Nothing is deleted because of an outage: a server that
 // cannot be looked up keeps its last known state.
 //
-// Any failure after the server exists deletes it and waits for that
-// delete, retrying a bounded number of times (logged at error if all
+// A failure after the server exists never deletes a server that ran:
+// the flow looks the server up first (see "Create flows never delete
+// what ran"). A server that provably never ran is deleted and the delete
+// awaited, retrying a bounded number of times (logged at error if all
 // fail: the server keeps its labels, so the next listing shows it). The
 // whole flow is bounded by the creation timeout ([WithCreationTimeout],
 // HCLOUD_SERVER_CREATION_TIMEOUT). [Pool.Close] that gives up waiting
@@ -155,6 +157,12 @@
 //
 //	owned by a create flow of this process    Creating (also while off
 //	                                          before power-on)
+//	kept by a failed create flow: it runs,    by its status, below
+//	ran or may have run                       (Running), never deleted
+//	                                          by the flow
+//	left by a failed create flow that         deleted by the flow; its
+//	provably never ran                        claim is a placeholder:
+//	                                          Creating, error
 //	deleted by us, or status deleting         Deleting
 //	initializing                              Creating; after the creation
 //	                                          timeout: error Other
@@ -201,6 +209,41 @@
 //
 // Only failed creations carry error info; "unknown" is plain Running, for
 // the reason given under Deleting and shrinking.
+//
+// # Create flows never delete what ran
+//
+// A create flow follows the rule above: a server that ran is not a
+// failed creation, and the flow does not delete it. A flow that fails
+// (its action waits fail, as when every GET /actions fails; the creation
+// timeout; a failed step of a resumed flow) does not trust what it saw
+// before: where every failing flow ends, it looks its server up (GET
+// /servers/{id}) and deletes it only if it provably never ran:
+//
+//	initializing                              never ran: deleted
+//	off, and its action history (GET          never ran: deleted
+//	/servers/{id}/actions) reaches back to
+//	its create_server with nothing but the
+//	create and network attachments
+//	succeeded or running
+//	off after a start, or its history         kept
+//	unreadable or incomplete
+//	starting, or off while a start action     looked up again until the
+//	runs                                      start ends; kept if it has
+//	                                          not within 30 s
+//	running, stopping, migrating,             kept
+//	rebuilding, unknown
+//	the look-up fails                         kept (as "unknown" until
+//	                                          the next listing)
+//	gone or deleting                          nothing to do
+//
+// "Created stopped" (a subnet pool's server before its power-on) and "off
+// after a start" look the same in a listing; the history tells them
+// apart. A kept server replaces its claim at once, counted once, and is
+// reported as its status says (Running, no error): min size protects it
+// and the autoscaler's unready-node handling, with drain, applies; a
+// resumed flow does not take it up again while its status stays the
+// same. The server of a claim the autoscaler deleted (DeleteInstances) is
+// deleted whatever it did.
 //
 // # Deleting and shrinking
 //
@@ -338,10 +381,11 @@
 // then deletes it). Once the flow sees it run it goes into the cache as
 // running, without waiting for the next listing; the flow polls the server
 // at pauses doubling from one waiter interval up to ten while an action
-// of unknown ID runs on it. A
-// resumed flow that fails deletes the server and leaves a placeholder, as
-// any create flow does; one whose look-ups fail until the creation timeout
-// leaves the server alone.
+// of unknown ID runs on it. A resumed flow that fails ends as any create
+// flow does (see "Create flows never delete what ran"): a young server
+// listed as starting because a node that ran was reset, and then shut
+// down, is kept, not deleted. One whose look-ups fail until the creation
+// timeout leaves the server alone.
 //
 // Two processes may finish the same flow for a while (the old one has not
 // stopped yet). Every step tolerates the other: a locked server is waited

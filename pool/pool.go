@@ -57,6 +57,13 @@ type Deps struct {
 	Types   *servercache.TypeCatalog
 	Images  *imageresolve.Resolver
 
+	// ServerActions reads a server's action history, which tells whether
+	// a stopped server ever started (see "Server lifecycle"). When nil,
+	// New takes Servers' Action client if Servers is an
+	// *hcloud.ServerClient; without either, a failed create flow keeps a
+	// stopped server rather than delete one that may have run.
+	ServerActions ServerActionAPI
+
 	// Network is the resolved config.Pool.Network; nil when the pool has
 	// none.
 	Network *hcloud.Network
@@ -132,6 +139,9 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		o.creationTimeout = config.DefaultCreationTimeout
 	}
 
+	if sc, ok := deps.Servers.(*hcloud.ServerClient); ok && sc != nil && sc.Action != nil && deps.ServerActions == nil {
+		deps.ServerActions = sc.Action
+	}
 	set, errs := newSettings(cfg, deps, o.clusterName)
 	errs = append(errs, checkOptions(cfg.Name, &o)...)
 	m, err := metrics.New(o.registerer)

@@ -43,8 +43,9 @@ var errNotResumable = errors.New("not a create flow left unfinished")
 // A resumed server is a claim with a server from then on: Instances shows
 // it Creating under its provider ID, TargetSize counts it once, and once
 // it runs it goes into the cache as running at once (no listing needed).
-// A resumed flow that fails deletes the server and leaves a placeholder,
-// as any create flow does; one that finds the server gone, not ours any
+// A resumed flow that fails ends as any create flow does ([Pool.fail]):
+// a server that ran is kept, one that provably never ran is deleted and
+// leaves a placeholder; one that finds the server gone, not ours any
 // more, or in a state no create flow leaves (see errNotResumable) drops
 // its claim and leaves the server alone, and the pool does not look at
 // that server again until a listing shows it in another status.

@@ -320,3 +320,59 @@ func TestResumePollsAtGrowingPauses(t *testing.T) {
 		t.Fatal("the resumed server was deleted")
 	}
 }
+
+// TestResumedFlowKeepsANodeThatRan: after a restart, a young server that
+// ran is listed as starting (a reset), so the new process takes it for an
+// unfinished create and waits for it; then it goes off (shut down). The
+// flow ends as a failed create, yet the server ran: it is kept and
+// reported running, not deleted as a failed creation.
+func TestResumedFlowKeepsANodeThatRan(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	res, _, err := e.client.Server.Create(t.Context(), hcloud.ServerCreateOpts{
+		Name: "workers-0123456789abcdef", ServerType: &hcloud.ServerType{Name: "cx23"},
+		Image: &hcloud.Image{Name: "ubuntu-24.04"}, Location: &hcloud.Location{Name: "fsn1"},
+		Labels: map[string]string{config.LabelNodeGroup: "workers", config.LabelCluster: testCluster},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.Server.ID
+	e.clock.Step(time.Minute) // it runs
+	if s, _ := e.fake.ServerByID(id); s.Status != hcloud.ServerStatusRunning {
+		t.Fatalf("server %d is %s; want running", id, s.Status)
+	}
+	if err := e.fake.SetServerStatus(id, hcloud.ServerStatusStarting); err != nil {
+		t.Fatal(err)
+	}
+
+	p := e.newPool(poolConfig("workers", 0, 5))
+	if _, err := e.cache.Get(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Resume(); got != 1 {
+		t.Fatalf("Resume() = %d; want 1: a young starting server may be an unfinished create", got)
+	}
+	e.eventually("the flow to poll the server", 0, func() bool { return e.fake.Count("GET /servers/{id}") >= 2 })
+	if err := e.fake.SetServerStatus(id, hcloud.ServerStatusOff); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(p)
+
+	s, ok := e.fake.ServerByID(id)
+	if !ok {
+		t.Fatalf("server %d, which ran, was deleted by the resumed flow", id)
+	}
+	if s.Status != hcloud.ServerStatusOff {
+		t.Errorf("server status %s; want off", s.Status)
+	}
+	if got := e.fake.Count("DELETE /servers/{id}"); got != 0 {
+		t.Errorf("DELETE /servers/{id} = %d; want none", got)
+	}
+	in := p.Instances()
+	if len(in) != 1 || in[0].ServerID != id || in[0].State != Running || in[0].Error != nil {
+		t.Errorf("Instances() = %+v; want server %d Running without error", in, id)
+	}
+	if st := p.Status(); st.Target != 1 || st.PendingClaims != 0 || st.Failed != 0 {
+		t.Errorf("Status() = %+v; want target 1, no claim, nothing failed", st)
+	}
+}

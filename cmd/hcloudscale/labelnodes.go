@@ -23,7 +23,7 @@ type labelFlags struct {
 }
 
 func (l *labelFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&l.enabled, "label-nodes", false, "add each pool's labels and taints to its nodes once they register (the node labeller; needs get, list, watch and update on nodes)")
+	fs.BoolVar(&l.enabled, "label-nodes", false, "add each pool's labels and taints to its nodes once they register (the node labeller; needs list, watch and update on nodes)")
 	fs.StringVar(&l.kubeconfig, "kubeconfig", "", "kubeconfig `file` of the cluster for the Lease (--leader-elect) and the nodes (--label-nodes); empty: the file $KUBECONFIG names, else the pod's service account")
 }
 

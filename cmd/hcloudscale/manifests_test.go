@@ -148,14 +148,15 @@ func portOf(t *testing.T, flagName, hostport string) int {
 	return n
 }
 
-// TestExternalGRPCManifest checks examples/externalgrpc/hcloudscale.yaml
-// against the code: its arguments are serve flags that parse and pass
-// serve's checks; the container ports, probes, Service and NetworkPolicy
+// TestExternalGRPCManifest checks examples/externalgrpc/hcloudscale.yaml,
+// which charts/hcloudscale renders (integration/chart checks that it is
+// current), against the code: its arguments are serve flags that parse
+// and pass serve's checks; the container ports, probes, Service and NetworkPolicy
 // use the ports those flags give; leader election is on with RBAC for the
 // Lease serve uses; and the image is the one the README builds.
 func TestExternalGRPCManifest(t *testing.T) {
 	objs := readManifest(t, "../../examples/externalgrpc/hcloudscale.yaml")
-	for _, kind := range []string{"Secret", "ServiceAccount", "Role", "RoleBinding", "Deployment", "PodDisruptionBudget", "Service", "NetworkPolicy"} {
+	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "NetworkPolicy"} {
 		if _, ok := objs[kind]; !ok {
 			t.Errorf("no %s", kind)
 		}

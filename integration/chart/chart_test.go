@@ -1,0 +1,534 @@
+// Package chart tests charts/hcloudscale with the Helm library: lint,
+// rendering with every example values file, the values schema, the RBAC
+// the values produce, and that the files generated from the chart
+// (examples/externalgrpc) are current.
+package chart
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/cli/values"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// TestLint runs helm lint, strict (warnings fail), with every example
+// values file.
+func TestLint(t *testing.T) {
+	for _, file := range valuesFiles(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			lint := action.NewLint()
+			lint.Strict = true
+			lint.Namespace = releaseNamespace
+			res := lint.Run([]string{chartDir}, mergeValues(t, values.Options{ValueFiles: []string{file}}))
+			if res.TotalChartsLinted != 1 {
+				t.Errorf("linted %d charts; want 1", res.TotalChartsLinted)
+			}
+			for _, m := range res.Messages {
+				t.Logf("lint: %s", m)
+			}
+			for _, err := range res.Errors {
+				t.Errorf("lint: %v", err)
+			}
+		})
+	}
+}
+
+// TestDefaultValuesNameWhatIsMissing: the default values alone do not
+// install; the error names the values to set, one at a time as the user
+// adds them.
+func TestDefaultValuesNameWhatIsMissing(t *testing.T) {
+	steps := []struct {
+		set     []string
+		wantErr string
+	}{
+		{nil, "nodes: at least one pool is required"},
+		{[]string{"nodes[0]=0:10:cpx31:fsn1:workers"}, "hcloud.token or hcloud.existingSecret is required"},
+		{[]string{"hcloud.token=x"}, "clusterConfig.json or clusterConfig.existingName is required"},
+		{[]string{"clusterConfig.existingName=cluster-config"}, ""},
+	}
+	var set []string
+	for _, s := range steps {
+		set = append(set, s.set...)
+		_, err := render(t, mergeValues(t, values.Options{Values: set}))
+		switch {
+		case s.wantErr == "" && err != nil:
+			t.Errorf("--set %q: %v", set, err)
+		case s.wantErr != "" && (err == nil || !strings.Contains(err.Error(), s.wantErr)):
+			t.Errorf("--set %q: error %v; want one containing %q", set, err, s.wantErr)
+		}
+	}
+}
+
+// TestRenderExamples renders the chart with every example values file
+// and checks what every configuration must have: built-in objects that
+// decode strictly (no unknown field), objects in the release namespace
+// (the Lease's Role in the Lease's), a pod that runs as the image allows,
+// volumes of objects that the chart makes or the values name, and serve's
+// arguments from the values.
+func TestRenderExamples(t *testing.T) {
+	for _, file := range valuesFiles(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			vals := mergeValues(t, values.Options{ValueFiles: []string{file}})
+			objs := mustRender(t, vals)
+			checkRendered(t, objs, vals)
+		})
+	}
+}
+
+func checkRendered(t *testing.T, objs []*unstructured.Unstructured, vals map[string]any) {
+	t.Helper()
+	leaseNS := releaseNamespace
+	if ns := lookup(vals, "leaderElection", "leaseNamespace"); ns != nil && ns != "" {
+		leaseNS = ns.(string)
+	}
+	for _, o := range objs {
+		if builtIn(o) {
+			typed(t, o)
+		}
+		switch {
+		case o.GetKind() == "ClusterRole" || o.GetKind() == "ClusterRoleBinding":
+			if o.GetNamespace() != "" {
+				t.Errorf("%s has a namespace", fmtObj(o))
+			}
+		case o.GetKind() == "Role" || o.GetKind() == "RoleBinding":
+			if o.GetNamespace() != leaseNS {
+				t.Errorf("%s; want it in the Lease's namespace %s", fmtObj(o), leaseNS)
+			}
+		case o.GetNamespace() != releaseNamespace:
+			t.Errorf("%s; want it in the release namespace %s", fmtObj(o), releaseNamespace)
+		}
+	}
+
+	dep := one[*appsv1.Deployment](t, objs, "Deployment")
+	pod := dep.Spec.Template.Spec
+	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != 65532 ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext %+v; want non-root 65532 (the Dockerfile's USER) with the RuntimeDefault seccomp profile", sc)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers; want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container securityContext %+v; want a read-only root, no privilege escalation, all capabilities dropped", sc)
+	}
+	for name, p := range map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if p == nil || p.GRPC == nil || p.GRPC.Port != containerPort(t, c, "health") {
+			t.Errorf("%s probe %+v; want gRPC on the health port", name, p)
+		}
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %+v; want a CPU request and a memory limit", c.Resources)
+	}
+	if pod.ServiceAccountName == "" || len(find(objs, "ServiceAccount")) != 1 || find(objs, "ServiceAccount")[0].GetName() != pod.ServiceAccountName {
+		t.Errorf("the pod's service account %q is not the chart's", pod.ServiceAccountName)
+	}
+
+	args := flags(c.Args)
+	if c.Args[0] != "serve" {
+		t.Errorf("args %q; want serve first", c.Args)
+	}
+	wantNodes := toStrings(lookup(vals, "nodes"))
+	if !slices.Equal(args["nodes"], wantNodes) {
+		t.Errorf("--nodes %q; want %q from the values", args["nodes"], wantNodes)
+	}
+	if got := fmt.Sprint(*dep.Spec.Replicas); got != fmt.Sprint(lookupOr(vals, 2, "replicas")) {
+		t.Errorf("replicas %s; want %v", got, lookupOr(vals, 2, "replicas"))
+	}
+	leader := lookupOr(vals, true, "leaderElection", "enabled") == true
+	if _, on := args["leader-elect"]; on != leader {
+		t.Errorf("--leader-elect %v; want %v", on, leader)
+	}
+	if !leader && dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("strategy %s without leader election; want Recreate, so that two processes never write at once", dep.Spec.Strategy.Type)
+	}
+	labeller := lookupOr(vals, true, "nodeLabeller", "enabled") == true
+	if _, on := args["label-nodes"]; on != labeller {
+		t.Errorf("--label-nodes %v; want %v", on, labeller)
+	}
+	for _, flag := range []string{"tls-cert", "tls-key", "tls-client-ca"} {
+		if len(args[flag]) != 1 || !mounted(pod, args[flag][0]) {
+			t.Errorf("--%s %q is not in a mounted volume", flag, args[flag])
+		}
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	for _, name := range []string{"HCLOUD_TOKEN_FILE", "HCLOUD_CLUSTER_CONFIG_FILE"} {
+		if !mounted(pod, env[name]) {
+			t.Errorf("%s %q is not in a mounted volume", name, env[name])
+		}
+	}
+	if _, ok := env["HCLOUD_TOKEN"]; ok {
+		t.Error("HCLOUD_TOKEN is set; want the token in a file only")
+	}
+	for _, m := range c.VolumeMounts {
+		if m.SubPath != "" {
+			t.Errorf("volume mount %s uses subPath %q: the kubelet does not update such files", m.Name, m.SubPath)
+		}
+	}
+	// Volumes refer to objects the chart makes, or that the values name.
+	made := map[string]bool{}
+	for _, o := range objs {
+		made[o.GetKind()+"/"+o.GetName()] = true
+	}
+	for _, cert := range find(objs, "Certificate") {
+		secret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		made["Secret/"+secret] = true
+	}
+	given := map[string]bool{}
+	for _, path := range [][]string{{"hcloud", "existingSecret"}, {"tls", "serverSecret"}} {
+		if v, ok := lookup(vals, path...).(string); ok && v != "" {
+			given["Secret/"+v] = true
+		}
+	}
+	if v, ok := lookup(vals, "clusterConfig", "existingName").(string); ok && v != "" {
+		given[fmt.Sprint(lookupOr(vals, "Secret", "clusterConfig", "kind"))+"/"+v] = true
+	}
+	for _, v := range pod.Volumes {
+		var ref string
+		switch {
+		case v.Secret != nil:
+			ref = "Secret/" + v.Secret.SecretName
+		case v.ConfigMap != nil:
+			ref = "ConfigMap/" + v.ConfigMap.Name
+		default:
+			continue
+		}
+		if !made[ref] && !given[ref] {
+			t.Errorf("volume %s refers to %s, which the chart does not make and the values do not name", v.Name, ref)
+		}
+	}
+	// The Service and the disruption budget select the pods.
+	svc := one[*corev1.Service](t, objs, "Service")
+	for k, v := range svc.Spec.Selector {
+		if dep.Spec.Template.Labels[k] != v {
+			t.Errorf("Service selector %v does not select the pods %v", svc.Spec.Selector, dep.Spec.Template.Labels)
+		}
+	}
+	for _, p := range svc.Spec.Ports {
+		if containerPort(t, c, p.TargetPort.String()) != p.Port {
+			t.Errorf("Service port %s: %d to %s; want the container port of that name", p.Name, p.Port, p.TargetPort.String())
+		}
+	}
+	checkRBAC(t, objs, dep, args)
+}
+
+// allowed is every rule serve needs, by flag: the Lease (create, and get
+// and update of its name) and, for the node labeller, nodes.
+var allowed = map[string][]string{
+	"coordination.k8s.io/leases": {"create", "get", "update"},
+	"/nodes":                     {"list", "watch", "update"},
+}
+
+// checkRBAC: the Role grants the Lease serve's flags name, in their
+// namespace, to the pod's service account; the ClusterRole exists only
+// with --label-nodes; nothing grants more than serve needs.
+func checkRBAC(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, args map[string][]string) {
+	t.Helper()
+	sa := dep.Spec.Template.Spec.ServiceAccountName
+	var rules []rbacv1.PolicyRule
+	roles := find(objs, "Role")
+	if _, on := args["leader-elect"]; on {
+		name, ns := args["leader-elect-resource-name"], args["leader-elect-resource-namespace"]
+		if len(name) != 1 || len(ns) != 1 {
+			t.Fatalf("--leader-elect-resource-name %q, --leader-elect-resource-namespace %q; want both, once", name, ns)
+		}
+		role := one[*rbacv1.Role](t, objs, "Role")
+		if role.Namespace != ns[0] {
+			t.Errorf("Role in %s; want the Lease's namespace %s", role.Namespace, ns[0])
+		}
+		granted := map[string]bool{}
+		for _, r := range role.Rules {
+			if slices.Contains(r.APIGroups, "coordination.k8s.io") && slices.Contains(r.Resources, "leases") &&
+				(len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, name[0])) {
+				for _, v := range r.Verbs {
+					granted[v] = true
+				}
+			}
+			if len(r.ResourceNames) > 0 && !slices.Equal(r.ResourceNames, name) {
+				t.Errorf("Role rule %+v names another Lease than %s", r, name[0])
+			}
+		}
+		for _, v := range []string{"get", "create", "update"} {
+			if !granted[v] {
+				t.Errorf("Role does not grant %s on the Lease %s/%s", v, ns[0], name[0])
+			}
+		}
+		rb := one[*rbacv1.RoleBinding](t, objs, "RoleBinding")
+		if rb.Namespace != ns[0] || rb.RoleRef.Name != role.Name || rb.RoleRef.Kind != "Role" ||
+			len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "ServiceAccount" || rb.Subjects[0].Name != sa || rb.Subjects[0].Namespace != dep.Namespace {
+			t.Errorf("RoleBinding %+v; want the Role bound to %s/%s", rb, dep.Namespace, sa)
+		}
+		rules = append(rules, role.Rules...)
+	} else if len(roles) > 0 || len(find(objs, "RoleBinding")) > 0 {
+		t.Errorf("a Role or RoleBinding without --leader-elect: %q", kinds(objs))
+	}
+	if _, on := args["label-nodes"]; on {
+		cr := one[*rbacv1.ClusterRole](t, objs, "ClusterRole")
+		crb := one[*rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding")
+		if crb.RoleRef.Name != cr.Name || len(crb.Subjects) != 1 || crb.Subjects[0].Name != sa || crb.Subjects[0].Namespace != dep.Namespace {
+			t.Errorf("ClusterRoleBinding %+v; want the ClusterRole bound to %s/%s", crb, dep.Namespace, sa)
+		}
+		var verbs []string
+		for _, r := range cr.Rules {
+			verbs = append(verbs, r.Verbs...)
+		}
+		if !slices.Equal(verbs, allowed["/nodes"]) {
+			t.Errorf("ClusterRole verbs %q; want %q, what the node labeller does", verbs, allowed["/nodes"])
+		}
+		rules = append(rules, cr.Rules...)
+	} else if len(find(objs, "ClusterRole"))+len(find(objs, "ClusterRoleBinding")) > 0 {
+		t.Errorf("a ClusterRole without --label-nodes: %q", kinds(objs))
+	}
+	for _, r := range rules {
+		if len(r.NonResourceURLs) > 0 {
+			t.Errorf("rule %+v grants non-resource URLs", r)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if !slices.Contains(allowed[g+"/"+res], v) {
+						t.Errorf("rule %+v grants %s on %s/%s, which serve does not use", r, v, g, res)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestRBACFollowsTheLeaseFlags: the Lease's name and namespace from the
+// values reach serve's flags and the Role together; turning leader
+// election or the labeller off removes their RBAC.
+func TestRBACFollowsTheLeaseFlags(t *testing.T) {
+	minimal := filepath.Join(chartDir, "ci", "minimal-values.yaml")
+	for _, tc := range []struct {
+		name      string
+		set       []string
+		wantKinds []string // RBAC kinds
+	}{
+		{"defaults", nil, []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}},
+		{"lease name", []string{"leaderElection.leaseName=other-lock"}, []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}},
+		{"lease namespace", []string{"leaderElection.leaseName=lock", "leaderElection.leaseNamespace=leases"}, []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}},
+		{"no labeller", []string{"nodeLabeller.enabled=false"}, []string{"Role", "RoleBinding"}},
+		{"no leader election", []string{"leaderElection.enabled=false", "replicas=1"}, []string{"ClusterRole", "ClusterRoleBinding"}},
+		{"neither", []string{"leaderElection.enabled=false", "replicas=1", "nodeLabeller.enabled=false"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := mergeValues(t, values.Options{ValueFiles: []string{minimal}, Values: tc.set})
+			objs := mustRender(t, vals)
+			checkRendered(t, objs, vals)
+			var got []string
+			for _, o := range objs {
+				if strings.HasPrefix(o.GetAPIVersion(), "rbac.authorization.k8s.io/") {
+					got = append(got, o.GetKind())
+				}
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tc.wantKinds, got); diff != "" {
+				t.Errorf("RBAC kinds (-want +got):\n%s", diff)
+			}
+			dep := one[*appsv1.Deployment](t, objs, "Deployment")
+			args := flags(dep.Spec.Template.Spec.Containers[0].Args)
+			if name := lookup(vals, "leaderElection", "leaseName"); name != nil && lookup(vals, "leaderElection", "enabled") != false {
+				if !slices.Equal(args["leader-elect-resource-name"], []string{name.(string)}) {
+					t.Errorf("--leader-elect-resource-name %q; want %s", args["leader-elect-resource-name"], name)
+				}
+			}
+		})
+	}
+	// More than one replica needs leader election.
+	_, err := render(t, mergeValues(t, values.Options{ValueFiles: []string{minimal}, Values: []string{"leaderElection.enabled=false"}}))
+	if err == nil || !strings.Contains(err.Error(), "replicas: more than one replica needs leaderElection.enabled") {
+		t.Errorf("two replicas without leader election: error %v; want one naming replicas", err)
+	}
+}
+
+// TestSchemaRejectsTypos: a misspelt or misplaced key, or a value of the
+// wrong form, fails the install with an error that names it.
+func TestSchemaRejectsTypos(t *testing.T) {
+	minimal := filepath.Join(chartDir, "ci", "minimal-values.yaml")
+	for _, tc := range []struct {
+		set  string
+		want []string // in the error
+	}{
+		{"replica=3", []string{"additional properties 'replica' not allowed"}},
+		{"leaderElection.leaseNmae=x", []string{"/leaderElection", "'leaseNmae' not allowed"}},
+		{"nodeLabeler.enabled=false", []string{"'nodeLabeler' not allowed"}},
+		{"hcloud.publicIpv4=false", []string{"/hcloud", "'publicIpv4' not allowed"}},
+		{"metrics.serviceMonitor.enable=true", []string{"/metrics/serviceMonitor", "'enable' not allowed"}},
+		{"tls.certManager.issuerRef.kind=Issuers", []string{"/tls/certManager/issuerRef/kind"}},
+		{"nodes[0]=0:10:cpx31:workers", []string{"/nodes/0", "does not match pattern"}},
+		{"serve.logLevel=verbose", []string{"/serve/logLevel"}},
+		{"serve.rpcTimeout=4sec", []string{"/serve/rpcTimeout", "does not match pattern"}},
+		{"ports.grpc=70000", []string{"/ports/grpc"}},
+		{"hcloud.publicIPv4=yes", []string{"/hcloud/publicIPv4"}},
+		{"clusterConfig.kind=configmap", []string{"/clusterConfig/kind"}},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			vals := mergeValues(t, values.Options{ValueFiles: []string{minimal}, Values: []string{tc.set}})
+			_, err := render(t, vals)
+			if err == nil {
+				t.Fatalf("--set %s: installs; want a schema error", tc.set)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("--set %s: error %q; want it to contain %q", tc.set, err, w)
+				}
+			}
+		})
+	}
+	// Every level the chart defines refuses unknown keys.
+	schema := readJSON(t, filepath.Join(chartDir, "values.schema.json"))
+	var walk func(path string, s map[string]any)
+	walk = func(path string, s map[string]any) {
+		props, ok := s["properties"].(map[string]any)
+		if !ok {
+			return
+		}
+		if s["additionalProperties"] != false {
+			t.Errorf("values.schema.json %s: additionalProperties is not false", path)
+		}
+		for _, k := range slices.Sorted(maps.Keys(props)) {
+			walk(path+"."+k, props[k].(map[string]any))
+		}
+	}
+	walk("(root)", schema)
+	// And the schema knows every key of values.yaml.
+	defaults := mergeValues(t, values.Options{ValueFiles: []string{filepath.Join(chartDir, "values.yaml")}})
+	if _, err := render(t, mergeValues(t, values.Options{ValueFiles: []string{filepath.Join(chartDir, "values.yaml"), minimal}})); err != nil {
+		t.Errorf("values.yaml with the minimum: %v", err)
+	}
+	if len(defaults) == 0 {
+		t.Error("values.yaml is empty")
+	}
+}
+
+// TestReadmeInstall renders the install command of charts/hcloudscale's
+// README, its --set and --set-file flags, as the documented minimum.
+func TestReadmeInstall(t *testing.T) {
+	vals := mergeValues(t, readmeInstallValues(t))
+	objs := mustRender(t, vals)
+	checkRendered(t, objs, vals)
+}
+
+// readmeInstallValues returns the values of the README's
+// `helm install hcloudscale charts/hcloudscale ...` command.
+func readmeInstallValues(t *testing.T) values.Options {
+	t.Helper()
+	readme := string(readFile(t, filepath.Join(chartDir, "README.md")))
+	cmd := regexp.MustCompile("(?s)```sh\n(helm install hcloudscale charts/hcloudscale .*?)\n```").FindStringSubmatch(readme)
+	if cmd == nil {
+		t.Fatal("README.md has no ```sh block starting with `helm install hcloudscale charts/hcloudscale`")
+	}
+	line := strings.ReplaceAll(cmd[1], "\\\n", " ")
+	fields := regexp.MustCompile(`'[^']*'|\S+`).FindAllString(line, -1)
+	var opts values.Options
+	namespace := ""
+	for i := 0; i < len(fields); i++ {
+		arg := func() string {
+			i++
+			if i >= len(fields) {
+				t.Fatalf("%s without a value", fields[i-1])
+			}
+			return strings.Trim(fields[i], "'")
+		}
+		switch fields[i] {
+		case "--namespace", "-n":
+			namespace = arg()
+		case "--set":
+			opts.Values = append(opts.Values, arg())
+		case "--set-file":
+			// The README's file is examples/cluster-config.json, from the
+			// root of the repository.
+			k, v, _ := strings.Cut(arg(), "=")
+			opts.FileValues = append(opts.FileValues, k+"=../../"+v)
+		}
+	}
+	if namespace != releaseNamespace {
+		t.Errorf("README installs into %q; the tests and examples assume %s", namespace, releaseNamespace)
+	}
+	if len(opts.Values) == 0 || len(opts.FileValues) == 0 {
+		t.Errorf("README install command %q: want --set and --set-file flags", line)
+	}
+	return opts
+}
+
+// flags maps serve's --name=value arguments to their values; a flag
+// without a value maps to an empty list.
+func flags(args []string) map[string][]string {
+	out := map[string][]string{}
+	for _, a := range args[1:] {
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !hasValue {
+			out[name] = out[name][:0:0]
+			continue
+		}
+		out[name] = append(out[name], value)
+	}
+	return out
+}
+
+func containerPort(t *testing.T, c corev1.Container, name string) int32 {
+	t.Helper()
+	for _, p := range c.Ports {
+		if p.Name == name {
+			return p.ContainerPort
+		}
+	}
+	t.Errorf("no container port %q", name)
+	return 0
+}
+
+// mounted reports whether path is in a volume the container mounts.
+func mounted(pod corev1.PodSpec, path string) bool {
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if path != "" && strings.HasPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// lookup returns the value at path in nested values, or nil.
+func lookup(vals map[string]any, path ...string) any {
+	var v any = vals
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+func lookupOr(vals map[string]any, def any, path ...string) any {
+	if v := lookup(vals, path...); v != nil {
+		return v
+	}
+	return def
+}
+
+func toStrings(v any) []string {
+	var out []string
+	if l, ok := v.([]any); ok {
+		for _, e := range l {
+			out = append(out, fmt.Sprint(e))
+		}
+	}
+	return out
+}
