@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/status"
 
 	"github.com/hcloudscale/hcloudscale"
@@ -45,10 +46,11 @@ import (
 //	go test -run '^$' -bench HotCalls -benchtime 3s ./externalgrpc/
 //
 // reports server-µs/call (user+system CPU of the server process) and
-// server-allocs/call next to the client-side ns/op, for the server of
-// [externalgrpc.Server.NewGRPCServer] ("unary", what serve runs) and for
-// grpc-go's with [externalgrpc.Server.ServerOptions] ("grpc-go"), each
-// over mutual TLS and in plaintext. With
+// server-allocs/call next to the client-side ns/op, for grpc-go's server
+// with [externalgrpc.Server.ServerOptions], as serve runs it, over mutual
+// TLS and in plaintext, and in plaintext with grpc-go's proto codec in
+// place of the package's ("plaintext-protocodec"), which shows what the
+// codec saves. With
 // HCLOUDSCALE_BENCH_SERVE_CPUPROFILE=<file> the server process writes a CPU
 // profile (of the last sub-benchmark's process) to that file, with
 // HCLOUDSCALE_BENCH_SERVE_MEMPROFILE=<file> a profile of its allocations.
@@ -62,15 +64,11 @@ const benchNodes = 5000
 
 // benchServe runs the server side over the parent's fake project: a pool
 // workers with benchNodes servers, a pool batch with autoscaling options, a
-// Cluster and the gRPC server as serve builds it (grpc-go's when
-// benchServeEnv_GRPC_GO is set). It prints its address, then answers each
+// Cluster and the gRPC server as serve builds it (with grpc-go's proto
+// codec when benchServeEnv_PROTO_CODEC is set). It prints its address, then answers each
 // line "stats" on stdin with "<cpu ns> <mallocs>" and exits when stdin
 // closes.
 func benchServe(tlsDir string) error {
-	// As `hcloudscale serve` does: one processor unless GOMAXPROCS is set.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
 	endpoint, token := os.Getenv(benchServeEnv+"_ENDPOINT"), os.Getenv(benchServeEnv+"_TOKEN")
 	doc, err := json.Marshal(clusterConfig())
 	if err != nil {
@@ -105,23 +103,17 @@ func benchServe(tlsDir string) error {
 			return err
 		}
 	}
-	type grpcServer interface {
-		Serve(net.Listener) error
-		Stop()
+	opts := srv.ServerOptions(serverTLS)
+	if os.Getenv(benchServeEnv+"_PROTO_CODEC") != "" {
+		opts = append(opts, grpc.ForceServerCodecV2(encoding.GetCodecV2("proto")))
 	}
-	var gs grpcServer
-	if os.Getenv(benchServeEnv+"_GRPC_GO") != "" {
-		g := grpc.NewServer(srv.ServerOptions(serverTLS)...)
-		protos.RegisterCloudProviderServer(g, srv)
-		gs = g
-	} else {
-		gs = srv.NewGRPCServer(serverTLS)
-	}
+	gs := grpc.NewServer(opts...)
+	protos.RegisterCloudProviderServer(gs, srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
-	go func() { _ = gs.Serve(lis) }()
+	go func() { _ = gs.Serve(externalgrpc.DefaultLimits.Listener(lis)) }()
 	defer gs.Stop()
 	if path := os.Getenv(benchServeEnv + "_CPUPROFILE"); path != "" {
 		f, err := os.Create(path)
@@ -167,13 +159,13 @@ type benchServer struct {
 	addr   string
 }
 
-func startBenchServer(b *testing.B, fake *hcloudtest.Server, tlsDir string, grpcGo bool) *benchServer {
+func startBenchServer(b *testing.B, fake *hcloudtest.Server, tlsDir string, protoCodec bool) *benchServer {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), benchServeEnv+"="+tlsDir,
 		benchServeEnv+"_ENDPOINT="+fake.URL(), benchServeEnv+"_TOKEN="+fake.Token())
-	if grpcGo {
-		cmd.Env = append(cmd.Env, benchServeEnv+"_GRPC_GO=1")
+	if protoCodec {
+		cmd.Env = append(cmd.Env, benchServeEnv+"_PROTO_CODEC=1")
 	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -280,13 +272,13 @@ func BenchmarkHotCalls(b *testing.B) {
 	}
 	p := newPKI(b)
 	fake, ids := benchFake(b)
-	for _, name := range []string{"unary/mtls", "unary/plaintext", "grpc-go/mtls", "grpc-go/plaintext"} {
+	for _, name := range []string{"mtls", "plaintext", "plaintext-protocodec"} {
 		b.Run(name, func(b *testing.B) {
 			tlsDir, creds := "", insecure.NewCredentials()
-			if strings.HasSuffix(name, "/mtls") {
+			if name == "mtls" {
 				tlsDir, creds = p.dir, credentials.NewTLS(p.clientTLS(true))
 			}
-			srv := startBenchServer(b, fake, tlsDir, strings.HasPrefix(name, "grpc-go/"))
+			srv := startBenchServer(b, fake, tlsDir, strings.HasSuffix(name, "-protocodec"))
 			conn, err := grpc.NewClient(srv.addr, grpc.WithTransportCredentials(creds))
 			if err != nil {
 				b.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
-	"github.com/hcloudscale/hcloudscale/internal/unarygrpc"
 )
 
 // codec is gRPC's proto codec with two fast paths for the requests the
@@ -30,15 +29,13 @@ import (
 //     malformed request fails alike.
 //
 // Every other message, and every answer, is encoded as the proto codec
-// does. It is also a [unarygrpc.BytesCodec].
+// does.
 type codec struct {
 	encoding.CodecV2
 	// group looks a pool up by id (nil: none is known): its name, and
 	// whether NodeGroupGetOptions reads the defaults for it.
 	group func(id []byte) (name string, found, readsDefaults bool)
 }
-
-var _ unarygrpc.BytesCodec = codec{}
 
 func newCodec(group func(id []byte) (name string, found, readsDefaults bool)) codec {
 	return codec{CodecV2: encoding.GetCodecV2("proto"), group: group}
@@ -52,11 +49,7 @@ var nodeLabels = [...]string{config.LabelNodeGroup, hcloudscale.LabelTemplateNod
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 	defer buf.Free()
-	return c.UnmarshalBytes(buf.ReadOnlyData(), v)
-}
-
-// UnmarshalBytes decodes b into v.
-func (c codec) UnmarshalBytes(b []byte, v any) error {
+	b := buf.ReadOnlyData()
 	switch req := v.(type) {
 	case *protos.NodeGroupForNodeRequest:
 		return decodeForNode(b, req)
@@ -66,20 +59,7 @@ func (c codec) UnmarshalBytes(b []byte, v any) error {
 		return proto.Unmarshal(b, req)
 	}
 	// Messages of the older protobuf API, as the proto codec takes them.
-	return c.CodecV2.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, v)
-}
-
-// MarshalAppend appends the encoding of v to dst.
-func (c codec) MarshalAppend(dst []byte, v any) ([]byte, error) {
-	if m, ok := v.(proto.Message); ok {
-		return proto.MarshalOptions{}.MarshalAppend(dst, m)
-	}
-	data, err := c.CodecV2.Marshal(v) // an older API's message, as above
-	if err != nil {
-		return nil, err
-	}
-	defer data.Free()
-	return append(dst, data.Materialize()...), nil
+	return c.CodecV2.Unmarshal(data, v)
 }
 
 // Field numbers of NodeGroupAutoscalingOptionsRequest.

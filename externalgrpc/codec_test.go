@@ -202,7 +202,7 @@ func checkOptionsRequest(t *testing.T, b []byte) {
 	c := newCodec(testGroups)
 	var want, got protos.NodeGroupAutoscalingOptionsRequest
 	werr := proto.Unmarshal(b, &want)
-	gerr := c.UnmarshalBytes(b, &got)
+	gerr := unmarshal(c, b, &got)
 	if (werr == nil) != (gerr == nil) {
 		t.Fatalf("proto error %v, codec error %v", werr, gerr)
 	}
@@ -230,15 +230,15 @@ func TestDecodeOptionsRequestSeeds(t *testing.T) {
 	c := newCodec(testGroups)
 	for i, want := range map[int]string{0: "", 1: "", 4: "", 5: "invalid UTF-8", 6: "proto", 7: "proto"} {
 		var req protos.NodeGroupAutoscalingOptionsRequest
-		err := c.UnmarshalBytes(seeds[i], &req)
+		err := unmarshal(c, seeds[i], &req)
 		if (want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), want)) {
 			t.Errorf("seed %d: error %v, want %q", i, err, want)
 		}
 	}
 	var plain, opts, twice protos.NodeGroupAutoscalingOptionsRequest
-	_ = c.UnmarshalBytes(seeds[0], &plain)
-	_ = c.UnmarshalBytes(seeds[1], &opts)
-	_ = c.UnmarshalBytes(seeds[4], &twice)
+	_ = unmarshal(c, seeds[0], &plain)
+	_ = unmarshal(c, seeds[1], &opts)
+	_ = unmarshal(c, seeds[4], &twice)
 	if plain.Defaults != nil || opts.GetDefaults().GetMaxNodeProvisionDuration().AsDuration() != 15*time.Minute || twice.GetId() != "plain" {
 		t.Errorf("plain %v, opts %v, twice %v: want no defaults, the defaults, id plain", &plain, &opts, &twice)
 	}
@@ -254,22 +254,6 @@ func FuzzDecodeOptionsRequest(f *testing.F) {
 	f.Fuzz(checkOptionsRequest)
 }
 
-// MarshalAppend writes what proto.Marshal writes, after what dst holds.
-func TestCodecMarshalAppend(t *testing.T) {
-	resp := &protos.NodeGroupForNodeResponse{NodeGroup: &protos.NodeGroup{Id: "workers", MinSize: 1, MaxSize: 30, Debug: "workers (cx22 in fsn1)"}}
-	want, err := proto.Marshal(resp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := newCodec(nil).MarshalAppend([]byte("pre"), resp)
-	if err != nil || string(got) != "pre"+string(want) {
-		t.Errorf("MarshalAppend = %x, %v; want %x after pre", got, err, want)
-	}
-	if _, err := newCodec(nil).MarshalAppend(nil, "not a message"); err == nil {
-		t.Error("MarshalAppend of a string: no error")
-	}
-}
-
 // olderAPIMessage is a message of the older protobuf API, which the proto
 // codec takes.
 type olderAPIMessage struct {
@@ -283,12 +267,17 @@ func (*olderAPIMessage) ProtoMessage()    {}
 // The codec takes what the proto codec takes, older API included.
 func TestCodecOlderAPIMessages(t *testing.T) {
 	c := newCodec(nil)
-	b, err := c.MarshalAppend([]byte("pre"), &olderAPIMessage{Value: "hi"})
-	if want := "pre" + string(protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "hi")); err != nil || string(b) != want {
-		t.Fatalf("MarshalAppend = %q, %v; want %q", b, err, want)
+	data, err := c.Marshal(&olderAPIMessage{Value: "hi"})
+	if want := string(protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "hi")); err != nil || string(data.Materialize()) != want {
+		t.Fatalf("Marshal = %q, %v; want %q", data.Materialize(), err, want)
 	}
 	var got olderAPIMessage
-	if err := c.UnmarshalBytes(b[3:], &got); err != nil || got.Value != "hi" {
-		t.Errorf("UnmarshalBytes = %q, %v; want hi", got.Value, err)
+	if err := c.Unmarshal(data, &got); err != nil || got.Value != "hi" {
+		t.Errorf("Unmarshal = %q, %v; want hi", got.Value, err)
 	}
+}
+
+// unmarshal decodes b into v with c, as gRPC hands c a message.
+func unmarshal(c codec, b []byte, v any) error {
+	return c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, v)
 }

@@ -20,13 +20,15 @@
 //
 // [NewServer] answers every RPC of the service over an
 // [hcloudscale.Cluster]; register it with
-// [protos.RegisterCloudProviderServer] on a grpc.Server, add
-// [Server.UnaryInterceptor] for logs and metrics
-// (hcloudscale_externalgrpc_requests_total by method and status code,
-// hcloudscale_externalgrpc_request_duration_seconds by method, on the
-// registerer of [WithRegisterer]), and use
-// [ServerTLSConfig] for the mutual TLS the autoscaler's client speaks.
-// The hcloudscale serve command does all of that.
+// [protos.RegisterCloudProviderServer] on a grpc.Server built with
+// [Server.ServerOptions], which installs [Server.UnaryInterceptor] for
+// logs and metrics (hcloudscale_externalgrpc_requests_total by method and
+// status code, hcloudscale_externalgrpc_request_duration_seconds by
+// method, on the registerer of [WithRegisterer]), the package's codec and
+// [DefaultLimits]; serve it on a listener wrapped by
+// [Limits.Listener], and use [ServerTLSConfig] for the mutual TLS the
+// autoscaler's client speaks. The hcloudscale serve command does all of
+// that.
 //
 // Every answer comes from memory, or from work bounded by the call timeout
 // ([WithCallTimeout], [DefaultCallTimeout] 4 s: the autoscaler gives each
@@ -107,58 +109,96 @@
 // the last two alike (it keeps its defaults; the client has read an empty
 // answer as "no options" since its first version). Unimplemented is the
 // cheaper one to serve: gRPC sends it as a single trailers-only frame, and
-// the error is built once per pool, so no message is encoded: the server
-// of [Server.NewGRPCServer] answers it with 8 allocations
-// (BenchmarkHotCalls).
+// the error is built once per pool, so no message is encoded.
 //
 // # Cost of the autoscaler's hot calls
 //
 // The autoscaler's externalgrpc client calls NodeGroupForNode once per node
 // on every loop (it drops that cache on each Refresh) and
 // NodeGroupGetOptions twice per node; at 5,000 nodes about 15,000 calls
-// reach the server every scan interval (of about 35,000 provider calls the
-// autoscaler makes, the client answers the rest from its caches). Each is
-// answered from memory, so what costs is the call itself. The serve
-// command therefore runs [Server.NewGRPCServer], a gRPC server for unary
-// calls, rather than grpc-go's: grpc-go hands every call from a reader
-// goroutine to a handler goroutine and the answer to a writer goroutine
-// through its control buffer, and that, not the call's work, was most of
-// the server's CPU per call. NewGRPCServer's server reads each connection
-// on one goroutine, runs the calls answered from memory on it, and writes
-// each answer (headers, message, trailers) with one write, flushed when no
-// further request is waiting to be read; Refresh, the calls that change
-// servers, templates and pod prices run on goroutines of their own, and
-// an answer larger than the client's flow-control windows is written by a
-// goroutine that waits for them to open. Per call it costs the server a
-// third to a half less CPU than grpc-go's, and half the allocations
-// (BenchmarkHotCalls; BENCHMARKS.md). It also acknowledges PINGs within
-// 10 ms rather than at once: grpc-go's client pings after every answer
-// while no PING of its is pending, which would wake the server twice per
-// call. On Linux it reads and writes a TCP connection with system calls
-// the Go scheduler does not see: the socket never blocks them, and a seen
-// one, the first after an idle moment, wakes the runtime's monitor thread
-// (sysmon), which sleeps 20 µs and goes back to sleep; between two of the
-// autoscaler's calls serve is idle, so that happened on every call and
-// was a quarter of serve's CPU in the autoscaler's loop. A call answered
-// from memory gets a context that reports its deadline but arms no timer
-// unless the handler asks for Done. grpc-go's server with
-// [Server.ServerOptions] stays available (serve --grpc-server grpc-go).
-//
-// Either way a codec decodes of a NodeGroupForNode request only the
-// provider ID, the name and the two labels the server reads (not the
-// node's other labels and annotations), and of a NodeGroupGetOptions
+// reach the server every scan interval. Each is answered from memory, so
+// what costs is the call itself, most of it grpc-go's transport, TLS and
+// the kernel. [Server.ServerOptions] plugs a codec into grpc-go
+// (grpc.ForceServerCodecV2) that decodes of a NodeGroupForNode request
+// only the provider ID, the name and the two labels the server reads (not
+// the node's other labels and annotations), and of a NodeGroupGetOptions
 // request for a pool without options only the id (the autoscaler's
-// defaults are checked, not decoded); metrics are looked up once per
-// method and status code, and debug fields are built only when debug
-// logging is on. NewGRPCServer's server also decodes request headers
-// field by field into the call, without the framer's list of fields,
-// and encodes answers into a buffer the connection keeps. What
-// remains is the kernel's (reading and writing the connection, the
-// loopback TCP stack behind each write), TLS, HTTP/2 header coding and
-// the Go runtime's wake-ups. A process that serves the autoscaler's calls
-// does best on one processor (GOMAXPROCS=1, which the serve command sets
-// unless the environment does): the calls come one at a time, and with a
-// second processor each wakes a second thread.
+// defaults are checked, not decoded); answers are encoded by grpc-go's
+// proto codec. BenchmarkHotCalls measures it against grpc-go's proto
+// codec (BENCHMARKS.md). Metrics are looked up once per method and status
+// code, and debug fields are built only when debug logging is on. A
+// cluster of thousands of nodes is better served by the in-process
+// adapter, which makes none of these calls.
+//
+// # Limits
+//
+// [DefaultLimits] are grpc-go's own settings, chosen from what the
+// autoscaler's client does: it dials one connection (grpc.Dial with
+// default options: no keepalive pings of its own, grpc-go's default
+// message sizes), keeps it for its lifetime and makes its calls one at a
+// time from its loop, each with a 5 s deadline (grpc_timeout). Only the
+// scale-down's node deletions, one goroutine per node group, and a
+// parallel scale-up run calls side by side. What a client can make the
+// process hold is then bounded by the product of the limits, whatever it
+// sends or fails to read:
+//
+//   - MaxConns 8: the autoscaler holds one connection, two while it is
+//     being replaced; the rest is room for an operator's grpcurl and
+//     probes. Connections beyond it wait in the kernel's backlog. The cap
+//     bounds memory, it does not keep a client that can connect from
+//     taking the slots (mutual TLS and a NetworkPolicy do): a connection
+//     without a client certificate ends with its handshake, one that
+//     stalls the handshake at the handshake timeout.
+//   - MaxStreams 16 calls per connection: the autoscaler's calls run one
+//     at a time, the deletions of a scale-down (at most
+//     --max-scale-down-parallelism, 10 by default, in as many node groups)
+//     beside them. grpc-go starts no handler beyond it and reads no more
+//     from a connection at it, which also ends rapid-reset floods.
+//   - MaxRecvMsgSize 1 MiB: the largest requests are NodeGroupDeleteNodes
+//     (a few nodes' labels and annotations; the API server caps a node's
+//     annotations at 256 KiB, real nodes carry a few KiB) and
+//     PricingPodPrice (one pod, of a few KiB to a few tens). A larger
+//     request fails with ResourceExhausted; grpc-go's default is 4 MiB.
+//     grpc-go collects a message as it arrives, so a connection holding
+//     request bodies open holds at most MaxStreams × 1 MiB.
+//   - MaxHeaderListSize 16 KiB: the client's headers are under 1 KiB (the
+//     path, content type, user agent, deadline). A larger header block,
+//     however split into CONTINUATION frames, ends the connection
+//     (grpc-go's default is 16 MiB).
+//   - Window 64 KiB per stream and per connection, and read and write
+//     buffers of 32 KiB: requests are small; a fixed window turns off
+//     grpc-go's window growth (up to 16 MiB) for clients that send ahead.
+//     An answer that a client does not read waits in the server for at
+//     most grpc-go's per-stream write quota (64 KiB) beyond the message,
+//     and the handler waits with it, within MaxStreams.
+//   - HandshakeTimeout 10 s: the TLS handshake and the HTTP/2 preface
+//     take milliseconds in the pod network; a connection that opens and
+//     sends nothing is closed after it (grpc-go's default is 120 s).
+//   - MaxIdle 2 min: the autoscaler calls at least every scan interval
+//     (10 s by default), so only abandoned connections idle that long; a
+//     longer --scan-interval costs a new handshake per loop, nothing else.
+//   - MaxAge 30 min, then a grace of 10 s (twice the client's deadline)
+//     for the calls in progress: the client reconnects at once, which also
+//     picks up a renewed certificate; a connection holding stuck calls
+//     ends after it.
+//   - PingAfter 1 min, PingTimeout 20 s: the server pings a connection
+//     the client has sent nothing on for a minute and closes it if the
+//     answer does not come; a client that stopped reading is closed so.
+//   - MinPingInterval 1 min: the client sends no keepalive pings; the
+//     pings grpc-go's client sends to measure bandwidth follow the
+//     server's answers, which grpc-go does not count. More than two pings
+//     faster than that, or any without a call in progress, end the
+//     connection with GOAWAY ENHANCE_YOUR_CALM.
+//
+// grpc-go also holds back reading a connection while more than 50
+// acknowledgements (SETTINGS, PING) wait to be written, which bounds
+// SETTINGS and PING floods from clients that do not read. The serve
+// command's TestServeHostileClients runs held request bodies, a client
+// that never reads, a zero window, rapid reset, PING, SETTINGS and
+// CONTINUATION floods, idle and half-open connections and oversized
+// messages against the real process, in plaintext and over mutual TLS,
+// and checks its resident memory and a well-behaved client beside the
+// attacker.
 //
 // # Pricing
 //

@@ -170,7 +170,8 @@ func newEnv(t *testing.T, eo envOptions) *env {
 
 	srv := externalgrpc.NewServer(e.cluster, externalgrpc.WithLogger(log), externalgrpc.WithRegisterer(e.reg),
 		externalgrpc.WithCallTimeout(eo.callTimeout), externalgrpc.WithGate(eo.gate))
-	gs := srv.NewGRPCServer(eo.serverTLS)
+	gs := grpc.NewServer(srv.ServerOptions(eo.serverTLS)...)
+	protos.RegisterCloudProviderServer(gs, srv)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = gs.Serve(lis)
+		_ = gs.Serve(externalgrpc.DefaultLimits.Listener(lis))
 	}()
 	t.Cleanup(func() {
 		gs.Stop()

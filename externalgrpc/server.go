@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
-	"github.com/hcloudscale/hcloudscale/internal/unarygrpc"
 	"github.com/hcloudscale/hcloudscale/pool"
 )
 
@@ -339,31 +337,26 @@ func clampInt32(n int) int32 {
 
 // ServerOptions are the grpc.ServerOptions for serving s: interceptors
 // (run first, in order) followed by its own, the transport credentials of
-// tlsConfig (nil: plaintext), and settings
-// for many small calls on few connections: a codec that decodes only what
-// NodeGroupForNode reads (see codec.go) and a worker goroutine per CPU
-// instead of a new goroutine per call.
+// tlsConfig (nil: plaintext), [DefaultLimits], and settings for many small
+// calls on few connections: a codec that decodes only what the calls the
+// autoscaler makes per node read (see codec.go) and a worker goroutine
+// per CPU instead of a new goroutine per call. Serve on a listener
+// wrapped by DefaultLimits.Listener, which caps the connections; options
+// appended after these override them.
 func (s *Server) ServerOptions(tlsConfig *tls.Config, interceptors ...grpc.UnaryServerInterceptor) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(append(interceptors, s.UnaryInterceptor())...),
 		grpc.ForceServerCodecV2(s.codec()),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
+	opts = append(opts, DefaultLimits.ServerOptions()...)
 	if tlsConfig != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	}
 	return opts
 }
 
-// inlineMethods are the calls answered from memory, without waiting on
-// anything: among them the ones the autoscaler makes per node and per
-// group on every loop.
-var inlineMethods = map[string]bool{
-	"NodeGroups": true, "NodeGroupForNode": true, "NodeGroupTargetSize": true, "NodeGroupNodes": true,
-	"NodeGroupGetOptions": true, "GPULabel": true, "GetAvailableGPUTypes": true, "PricingNodePrice": true,
-}
-
-// codec is the codec of both gRPC servers, with s's pools to look up.
+// codec is the server's codec, with s's pools to look up.
 func (s *Server) codec() codec {
 	return newCodec(func(id []byte) (string, bool, bool) {
 		g := s.groupSet().byName[string(id)]
@@ -372,44 +365,4 @@ func (s *Server) codec() codec {
 		}
 		return g.pool.Name(), true, g.options
 	})
-}
-
-// GRPCServer is the gRPC server [Server.NewGRPCServer] returns. Register
-// more unary services on it with RegisterService (the generated
-// Register…Server functions take it); Serve(lis) serves a listener until
-// it fails or the server stops (then returning [ErrServerStopped]);
-// GracefulStop sends GOAWAY and returns once the calls in progress are
-// answered; Stop closes every connection at once. Streaming methods
-// answer Unimplemented.
-type GRPCServer = unarygrpc.Server
-
-// ErrServerStopped is what GRPCServer.Serve returns once the server has
-// been stopped.
-var ErrServerStopped = unarygrpc.ErrServerStopped
-
-// NewGRPCServer returns a gRPC server with s's service registered, for
-// the serve command's --listen: interceptors run first, in order, then
-// [Server.UnaryInterceptor]; tlsConfig (nil: plaintext) is used as given,
-// with "h2" added to its protocols. It answers unary calls only, with a
-// third to a half less server CPU per call than grpc-go's server (see
-// "Cost of the autoscaler's hot calls" in the package documentation):
-// each connection is read on one goroutine that also runs the calls
-// answered from memory (NodeGroups, NodeGroupForNode,
-// NodeGroupTargetSize, NodeGroupNodes, NodeGroupGetOptions, GPULabel,
-// GetAvailableGPUTypes, PricingNodePrice) and writes each answer with one
-// write; the other calls run on goroutines of their own. Use
-// [Server.ServerOptions] with grpc.NewServer for grpc-go's server.
-func (s *Server) NewGRPCServer(tlsConfig *tls.Config, interceptors ...grpc.UnaryServerInterceptor) *GRPCServer {
-	prefix := "/" + protos.CloudProvider_ServiceDesc.ServiceName + "/"
-	us := unarygrpc.NewServer(
-		unarygrpc.WithTLS(tlsConfig),
-		unarygrpc.WithInterceptors(append(interceptors, s.UnaryInterceptor())...),
-		unarygrpc.WithCodec(s.codec()),
-		unarygrpc.WithInline(func(name string) bool {
-			method, ok := strings.CutPrefix(name, prefix)
-			return ok && inlineMethods[method]
-		}),
-	)
-	protos.RegisterCloudProviderServer(us, s)
-	return us
 }

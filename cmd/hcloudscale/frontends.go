@@ -59,27 +59,12 @@ func (ls *listeners) close() {
 	}
 }
 
-// The implementations of --grpc-server.
-const (
-	grpcServerUnary  = "unary"
-	grpcServerGRPCGo = "grpc-go"
-)
-
-// grpcServer is what serve needs of the --listen server, as both
-// implementations provide it.
-type grpcServer interface {
-	grpc.ServiceRegistrar
-	Serve(net.Listener) error
-	GracefulStop()
-	Stop()
-}
-
 // frontends are the servers serve runs: the autoscaler's gRPC server and,
 // if asked for, the health and metrics servers. Each ends by sending
 // Serve's error on failed; the first failure stops all.
 type frontends struct {
 	hs         *health.Server
-	gs         grpcServer
+	gs         *grpc.Server
 	hgs        *grpc.Server // nil without --health-listen
 	healthLis  net.Listener // the health listener, limited for hgs
 	metricsSrv *http.Server // nil without --metrics-listen
@@ -96,13 +81,8 @@ func newFrontends(f *serveFlags, b *backend, reg *prometheus.Registry, ls *liste
 		externalgrpc.WithGate(b.lead.gate()),
 	)
 	fe := &frontends{hs: health.NewServer(), failed: make(chan error, 3)}
-	if f.grpcServer == grpcServerGRPCGo {
-		gs := grpc.NewServer(srv.ServerOptions(serverTLS, b.lead.interceptors()...)...)
-		protos.RegisterCloudProviderServer(gs, srv)
-		fe.gs = gs
-	} else {
-		fe.gs = srv.NewGRPCServer(serverTLS, b.lead.interceptors()...)
-	}
+	fe.gs = grpc.NewServer(srv.ServerOptions(serverTLS, b.lead.interceptors()...)...)
+	protos.RegisterCloudProviderServer(fe.gs, srv)
 	healthpb.RegisterHealthServer(fe.gs, fe.hs)
 	if ls.health != nil {
 		fe.hgs, fe.healthLis = newHealthServer(ls.health, fe.hs, defaultHealthLimits)
@@ -118,7 +98,7 @@ func newFrontends(f *serveFlags, b *backend, reg *prometheus.Registry, ls *liste
 // start runs each server on its listener and reports the services
 // serving.
 func (fe *frontends) start(ls *listeners, lead *leadership) {
-	fe.run("--listen", func() error { return fe.gs.Serve(lead.listener(ls.main)) })
+	fe.run("--listen", func() error { return fe.gs.Serve(lead.listener(externalgrpc.DefaultLimits.Listener(ls.main))) })
 	if fe.hgs != nil {
 		fe.run("--health-listen", func() error { return fe.hgs.Serve(fe.healthLis) })
 	}
@@ -135,7 +115,7 @@ func (fe *frontends) run(name string, serveFn func() error) {
 	fe.running++
 	go func() {
 		err := serveFn()
-		if errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, externalgrpc.ErrServerStopped) || errors.Is(err, http.ErrServerClosed) {
+		if errors.Is(err, grpc.ErrServerStopped) || errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
 		if err != nil {
@@ -146,7 +126,7 @@ func (fe *frontends) run(name string, serveFn func() error) {
 }
 
 func (fe *frontends) logServing(log *zap.Logger, ls *listeners, tls bool, pools int, f *serveFlags) {
-	fields := []zap.Field{zap.String("listen", ls.main.Addr().String()), zap.String("grpc_server", f.grpcServer), zap.Bool("tls", tls), zap.Int("pools", pools),
+	fields := []zap.Field{zap.String("listen", ls.main.Addr().String()), zap.Bool("tls", tls), zap.Int("pools", pools),
 		zap.String("list_ttl", f.listTTL.String()), zap.String("poll_interval", f.pollInterval.String()),
 		zap.Int("gomaxprocs", runtime.GOMAXPROCS(0))}
 	if fe.healthLis != nil {

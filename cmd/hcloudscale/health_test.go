@@ -12,10 +12,12 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/hcloudscale/hcloudscale/externalgrpc"
 )
 
 // startHealth serves a health server with limits l on loopback.
-func startHealth(t *testing.T, l healthLimits) string {
+func startHealth(t *testing.T, l externalgrpc.Limits) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -61,7 +63,7 @@ func watch(t *testing.T, ctx context.Context, c healthpb.HealthClient) healthpb.
 func TestHealthListenerLimits(t *testing.T) {
 	t.Run("streams per connection", func(t *testing.T) {
 		l := defaultHealthLimits
-		l.maxStreams = 2
+		l.MaxStreams = 2
 		c := dialHealth(t, startHealth(t, l))
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
@@ -71,7 +73,7 @@ func TestHealthListenerLimits(t *testing.T) {
 		short, cancelShort := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancelShort()
 		if _, err := c.Check(short, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.DeadlineExceeded {
-			t.Errorf("Check beyond %d streams: %v; want DeadlineExceeded (no stream slot)", l.maxStreams, err)
+			t.Errorf("Check beyond %d streams: %v; want DeadlineExceeded (no stream slot)", l.MaxStreams, err)
 		}
 		_ = first.CloseSend()
 		cancel()
@@ -84,7 +86,7 @@ func TestHealthListenerLimits(t *testing.T) {
 
 	t.Run("connections", func(t *testing.T) {
 		l := defaultHealthLimits
-		l.maxConns = 1
+		l.MaxConns = 1
 		addr := startHealth(t, l)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
@@ -94,13 +96,13 @@ func TestHealthListenerLimits(t *testing.T) {
 		short, cancelShort := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancelShort()
 		if _, err := second.Check(short, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.DeadlineExceeded {
-			t.Errorf("Check on a connection beyond the limit of %d: %v; want DeadlineExceeded (not accepted)", l.maxConns, err)
+			t.Errorf("Check on a connection beyond the limit of %d: %v; want DeadlineExceeded (not accepted)", l.MaxConns, err)
 		}
 	})
 
 	t.Run("connection age", func(t *testing.T) {
 		l := defaultHealthLimits
-		l.maxAge, l.maxAgeGrace = 200*time.Millisecond, 100*time.Millisecond
+		l.MaxAge, l.MaxAgeGrace = 200*time.Millisecond, 100*time.Millisecond
 		c := dialHealth(t, startHealth(t, l))
 		w := watch(t, t.Context(), c)
 		start := time.Now()
@@ -109,7 +111,7 @@ func TestHealthListenerLimits(t *testing.T) {
 			t.Fatal("Watch stream got a second answer; want it cut off by the connection age")
 		}
 		if took := time.Since(start); took > 5*time.Second {
-			t.Errorf("Watch stream ended after %v; want about %v", took, l.maxAge+l.maxAgeGrace)
+			t.Errorf("Watch stream ended after %v; want about %v", took, l.MaxAge+l.MaxAgeGrace)
 		}
 	})
 
@@ -117,7 +119,7 @@ func TestHealthListenerLimits(t *testing.T) {
 		c := dialHealth(t, startHealth(t, defaultHealthLimits))
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		defer cancel()
-		big := make([]byte, defaultHealthLimits.maxRecv+1)
+		big := make([]byte, defaultHealthLimits.MaxRecvMsgSize+1)
 		for i := range big {
 			big[i] = 'a'
 		}

@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"syscall"
 
 	"github.com/hcloudscale/hcloudscale/config"
@@ -46,9 +45,6 @@ func commands() []command {
 }
 
 func main() {
-	if n := procsFor(os.Args[1:], os.Getenv); n > 0 {
-		runtime.GOMAXPROCS(n)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	go func() {
 		// After the first signal, a second one ends the process at once.
@@ -58,20 +54,6 @@ func main() {
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, config.OSEnv())
 	stop()
 	os.Exit(code)
-}
-
-// procsFor returns the GOMAXPROCS the command of args runs with, 0 to
-// leave Go's default. serve runs on one processor unless the GOMAXPROCS
-// environment variable says otherwise: its work is a stream of small
-// calls, one at a time, from one autoscaler, and with a second processor
-// every call hands its goroutines between two threads, which costs more
-// CPU than the call itself (BENCHMARKS.md, "The loop at 1,000 and 5,000
-// nodes": a third less server CPU per loop on one processor).
-func procsFor(args []string, getenv func(string) string) int {
-	if len(args) == 0 || args[0] != "serve" || getenv("GOMAXPROCS") != "" {
-		return 0
-	}
-	return 1
 }
 
 // run dispatches to the subcommand named by args[0].

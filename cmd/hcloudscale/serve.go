@@ -30,7 +30,6 @@ type serveFlags struct {
 	metricsListen                string
 	log                          logFlags
 	rpcTimeout                   time.Duration
-	grpcServer                   string
 	drainTimeout                 time.Duration
 	shutdownTimeout              time.Duration
 	listTTL                      time.Duration
@@ -54,7 +53,6 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":8085", "address of the Prometheus /metrics endpoint (empty: none)")
 	f.log.register(fs)
 	f.labels.register(fs)
-	fs.StringVar(&f.grpcServer, "grpc-server", grpcServerUnary, "implementation of the --listen gRPC server: "+grpcServerUnary+" (answers the calls the autoscaler makes per node with about half the CPU) or "+grpcServerGRPCGo+" (grpc-go's general server)")
 	fs.DurationVar(&f.rpcTimeout, "rpc-timeout", externalgrpc.DefaultCallTimeout, "bound on the work of one call; keep it below the autoscaler's grpc_timeout (5s)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long calls in progress may finish before the service stops")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 2*time.Minute, "on SIGTERM, how long server creates in flight may run to a safe point before they are cancelled")
@@ -124,9 +122,6 @@ func (f *serveFlags) check() error {
 	case !tlsOn && !f.insecure && f.listen != "" && !loopback(f.listen):
 		errs = append(errs, fmt.Errorf("--listen %s is not a loopback address: without TLS anyone who reaches it can create and delete servers; "+
 			"set --tls-cert, --tls-key and --tls-client-ca, or --insecure if a NetworkPolicy or the pod network keeps others out", f.listen))
-	}
-	if f.grpcServer != grpcServerUnary && f.grpcServer != grpcServerGRPCGo {
-		errs = append(errs, fmt.Errorf("--grpc-server %q: want %s or %s", f.grpcServer, grpcServerUnary, grpcServerGRPCGo))
 	}
 	if err := f.log.check(); err != nil {
 		errs = append(errs, err)

@@ -94,7 +94,6 @@ func TestServeFlagValidation(t *testing.T) {
 			exitUsage, []string{`--log-level "loud"`, `--log-format "xml"`, "--shutdown-timeout 0s: must be positive", `--metrics-listen "8085"`,
 				"--list-ttl 0s: must be positive", "--poll-interval -1s: must be positive"}},
 		{"poll interval too short", []string{nodes, "--poll-interval", "10ms"}, exitUsage, []string{"--poll-interval 10ms: must be at least 100ms"}},
-		{"unknown gRPC server", []string{nodes, "--grpc-server", "netty"}, exitUsage, []string{`--grpc-server "netty": want unary or grpc-go`}},
 		// The flags below pass; the empty environment then fails with 1.
 		{"loopback IPv4", []string{nodes, "--listen", "127.0.0.1:0", "--metrics-listen", ""}, exitFailure, []string{"HCLOUD_TOKEN"}},
 		{"loopback IPv6", []string{nodes, "--listen", "[::1]:0", "--metrics-listen", ""}, exitFailure, []string{"HCLOUD_TOKEN"}},
@@ -148,18 +147,16 @@ func TestServeHelp(t *testing.T) {
 // on cancellation (SIGTERM) the command waits for a create in flight to
 // finish before it exits with 0.
 func TestServeLifecycle(t *testing.T) {
-	for _, impl := range []string{grpcServerUnary, grpcServerGRPCGo} {
-		for _, mtls := range []bool{false, true} {
-			name := impl + "/plaintext"
-			if mtls {
-				name = impl + "/mutual TLS"
-			}
-			t.Run(name, func(t *testing.T) { testServeLifecycle(t, impl, mtls) })
+	for _, mtls := range []bool{false, true} {
+		name := "plaintext"
+		if mtls {
+			name = "mutual TLS"
 		}
+		t.Run(name, func(t *testing.T) { testServeLifecycle(t, mtls) })
 	}
 }
 
-func testServeLifecycle(t *testing.T, impl string, mtls bool) {
+func testServeLifecycle(t *testing.T, mtls bool) {
 	fake := hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(200 * time.Millisecond))
 	t.Cleanup(fake.Close)
 	doc, err := json.Marshal(map[string]any{
@@ -174,7 +171,7 @@ func testServeLifecycle(t *testing.T, impl string, mtls bool) {
 		config.EnvClusterConfig: base64.StdEncoding.EncodeToString(doc),
 	}, nil)
 	args := []string{"--nodes", "0:3:cx23:fsn1:workers", "--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0",
-		"--metrics-listen", "127.0.0.1:0", "--shutdown-timeout", "30s", "--list-ttl", "90s", "--poll-interval", "250ms", "--grpc-server", impl}
+		"--metrics-listen", "127.0.0.1:0", "--shutdown-timeout", "30s", "--list-ttl", "90s", "--poll-interval", "250ms"}
 	clientCreds := insecure.NewCredentials()
 	var noCertCreds credentials.TransportCredentials
 	if mtls {
@@ -193,9 +190,6 @@ func testServeLifecycle(t *testing.T, impl string, mtls bool) {
 	serving := waitForLog(t, stderr, exited, "serving")
 	if serving["list_ttl"] != "1m30s" || serving["poll_interval"] != "250ms" {
 		t.Errorf("serving with list_ttl %v and poll_interval %v; want the flags' 1m30s and 250ms", serving["list_ttl"], serving["poll_interval"])
-	}
-	if serving["grpc_server"] != impl {
-		t.Errorf("serving reports grpc_server %v; want %s", serving["grpc_server"], impl)
 	}
 	if serving["gomaxprocs"] != float64(runtime.GOMAXPROCS(0)) {
 		t.Errorf("serving reports gomaxprocs %v; want %d", serving["gomaxprocs"], runtime.GOMAXPROCS(0))
@@ -396,31 +390,5 @@ func writeFile(t *testing.T, name string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(name, data, 0o600); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestServeRunsOnOneProcessor(t *testing.T) {
-	env := func(v string) func(string) string {
-		return func(k string) string {
-			if k == "GOMAXPROCS" {
-				return v
-			}
-			return ""
-		}
-	}
-	for _, tc := range []struct {
-		args       []string
-		gomaxprocs string
-		want       int
-	}{
-		{[]string{"serve", "--nodes", "0:3:cx23:fsn1:workers"}, "", 1},
-		{[]string{"serve"}, "4", 0}, // the environment decides
-		{[]string{"validate"}, "", 0},
-		{[]string{"demo"}, "", 0},
-		{nil, "", 0},
-	} {
-		if got := procsFor(tc.args, env(tc.gomaxprocs)); got != tc.want {
-			t.Errorf("procsFor(%q) with GOMAXPROCS=%q = %d; want %d", tc.args, tc.gomaxprocs, got, tc.want)
-		}
 	}
 }

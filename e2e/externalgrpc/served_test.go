@@ -323,7 +323,7 @@ func writePEM(path, kind string, der []byte) error {
 // TestServeAtScale measures the loop at the cluster sizes listed in
 // $E2E_SCALE (e.g. "1000,5000"); it is skipped without. $E2E_SERVE_ARGS
 // (split at spaces) is appended to serve's arguments, e.g.
-// "--grpc-server grpc-go" to measure grpc-go's server.
+// "--log-level debug".
 func TestServeAtScale(t *testing.T) {
 	for _, size := range e2e.ScaleSizes(t) {
 		t.Run(fmt.Sprint(size), func(t *testing.T) { e2e.LoopAtScale(t, &servedKind{}, size, 10) })
