@@ -40,7 +40,8 @@ type Cluster struct {
 	// pools holds the configuration and its pools; Reconfigure replaces
 	// it whole, under reconfigureMu.
 	pools         atomic.Pointer[poolSet]
-	reconfigureMu sync.Mutex
+	reconfigureMu sync.Mutex      // also guards closed
+	closed        bool            // Close has begun: Reconfigure adds no pool
 	opts          options         // what New was given, for pools added later
 	offerings     *pool.Offerings // shared by all pools
 	reload        *reloader       // nil without WithReload
@@ -548,6 +549,9 @@ func (c *Cluster) RateLimit() RateLimit {
 // they are cancelled) and the action poller, and waits for them.
 func (c *Cluster) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
+		c.reconfigureMu.Lock()
+		c.closed = true
+		c.reconfigureMu.Unlock()
 		c.closeErr = c.closePools(ctx)
 		if c.waiter != nil {
 			c.waiter.Close()

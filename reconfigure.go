@@ -85,6 +85,9 @@ func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
 	}
 	c.reconfigureMu.Lock()
 	defer c.reconfigureMu.Unlock()
+	if c.closed {
+		return errors.New("reconfigure: the Cluster is closed")
+	}
 	old := c.pools.Load()
 	fixedErr := checkFixed(old.cfg, cfg)
 	refs, soldOut, warnings, err := c.check(ctx, cfg)

@@ -214,3 +214,20 @@ func TestReconfigureUnderConcurrency(t *testing.T) {
 
 // fastActions makes the fake's actions finish at once.
 func fastActions() hcloudtest.Option { return hcloudtest.WithDefaultActionDuration(0) }
+
+func TestReconfigureAfterCloseAddsNothing(t *testing.T) {
+	p := newProject(t)
+	ctx := context.Background()
+	c, err := hcloudscale.New(ctx, p.load(t, healthyClusterConfig(), nil, healthyNodes), fastClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cc := healthyClusterConfig()
+	cc["nodeConfigs"].(map[string]any)["extra"] = map[string]any{"serverType": "cx33", "location": "nbg1", "maxSize": 3}
+	if err := c.Reconfigure(ctx, p.load(t, cc, nil, healthyNodes)); err == nil || c.Pool("extra") != nil {
+		t.Errorf("Reconfigure after Close = %v, pool extra %v; want an error and no pool", err, c.Pool("extra"))
+	}
+}

@@ -102,13 +102,31 @@ type reloader struct {
 	load     LoadFunc
 	interval time.Duration
 
-	mu sync.Mutex // guards the fields below and serialises reloads
+	mu sync.Mutex // serialises reloads; guards seen, pending, retryAfter
 	// seen is the hash of the content last read; pending the valid
 	// configuration read from it and not yet applied.
 	seen       string
 	pending    *config.Config
 	retryAfter time.Time
-	status     ReloadStatus
+
+	// statusMu guards status, which readers (metrics scrapes) get
+	// without waiting for a reload's API checks.
+	statusMu sync.Mutex
+	status   ReloadStatus
+}
+
+// update changes the status under statusMu.
+func (r *reloader) update(f func(st *ReloadStatus)) {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	f(&r.status)
+}
+
+// current returns a copy of the status.
+func (r *reloader) current() ReloadStatus {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	return r.status
 }
 
 // registerReload sets up WithReload and its metrics.
@@ -136,9 +154,7 @@ func (c *Cluster) ReloadStatus() ReloadStatus {
 	if r == nil {
 		return ReloadStatus{}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.status
+	return r.current()
 }
 
 // reloadIfChanged reads the file when the interval has passed and applies
@@ -151,12 +167,14 @@ func (c *Cluster) reloadIfChanged(ctx context.Context) {
 	}
 	defer r.mu.Unlock()
 	now := c.opts.clock.Now()
-	if !r.status.Checked.IsZero() && now.Sub(r.status.Checked) < r.interval && r.pending == nil {
+	checked := r.current().Checked
+	due := checked.IsZero() || now.Sub(checked) >= r.interval
+	if !due && r.pending == nil {
 		return
 	}
 	log := c.log.With(zap.String("file", r.path))
-	if r.status.Checked.IsZero() || now.Sub(r.status.Checked) >= r.interval {
-		r.status.Checked = now
+	if due {
+		r.update(func(st *ReloadStatus) { st.Checked = now })
 		r.read(log)
 	}
 	if r.pending == nil || now.Before(r.retryAfter) {
@@ -169,8 +187,10 @@ func (c *Cluster) reloadIfChanged(ctx context.Context) {
 		return
 	}
 	if err := c.Reconfigure(ctx, cfg); err != nil {
-		first := r.status.Err == nil || r.status.Err.Error() != err.Error()
-		r.status.Err, r.retryAfter = err, now.Add(reloadRetry)
+		prev := r.current().Err
+		first := prev == nil || prev.Error() != err.Error()
+		r.retryAfter = now.Add(reloadRetry)
+		r.update(func(st *ReloadStatus) { st.Current, st.Err = false, err })
 		if first {
 			log.Error("configuration file not applied; the running configuration stays", zap.String("sha256", r.seen), zap.Error(err))
 		}
@@ -185,12 +205,13 @@ func (c *Cluster) reloadIfChanged(ctx context.Context) {
 func (r *reloader) read(log *zap.Logger) {
 	data, err := os.ReadFile(r.path)
 	if err != nil {
-		if r.status.Err == nil || r.status.Err.Error() != err.Error() {
+		if prev := r.current().Err; prev == nil || prev.Error() != err.Error() {
 			log.Error("reading the configuration file; the running configuration stays", zap.Error(err))
 		}
 		// Whatever the file holds when it can be read again is looked at
 		// afresh.
-		r.status.Err, r.status.Current, r.seen, r.pending = err, false, "", nil
+		r.seen, r.pending = "", nil
+		r.update(func(st *ReloadStatus) { st.Err, st.Current = err, false })
 		return
 	}
 	sum := sha256.Sum256(data)
@@ -198,16 +219,22 @@ func (r *reloader) read(log *zap.Logger) {
 	if hash == r.seen {
 		return
 	}
-	r.seen, r.status.FileSHA256 = hash, hash
+	r.seen = hash
 	r.pending, r.retryAfter = nil, time.Time{}
-	if hash == r.status.RunningSHA256 {
-		// Back to what runs, say after a broken edit was undone.
-		r.status.Current, r.status.Err = true, nil
+	running := false
+	r.update(func(st *ReloadStatus) {
+		st.FileSHA256 = hash
+		if hash == st.RunningSHA256 {
+			// Back to what runs, say after a broken edit was undone.
+			st.Current, st.Err, running = true, nil, true
+		}
+	})
+	if running {
 		return
 	}
 	cfg, err := r.load(data)
 	if err != nil {
-		r.status.Current, r.status.Err = false, err
+		r.update(func(st *ReloadStatus) { st.Current, st.Err = false, err })
 		log.Error("configuration file does not load; the running configuration stays", zap.String("sha256", hash), zap.Error(err))
 		return
 	}
@@ -217,7 +244,9 @@ func (r *reloader) read(log *zap.Logger) {
 // applied records that the pending content runs. r.mu must be held.
 func (r *reloader) applied(now time.Time) {
 	r.pending = nil
-	r.status.RunningSHA256, r.status.Current, r.status.Err, r.status.Applied = r.seen, true, nil, now
+	r.update(func(st *ReloadStatus) {
+		st.RunningSHA256, st.Current, st.Err, st.Applied = r.seen, true, nil, now
+	})
 }
 
 // reloadCollector exports the reload state at scrape time.

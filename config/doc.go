@@ -239,6 +239,16 @@
 // "[redacted]" (or "" when empty), so printing or logging a Config is safe.
 // [Secret.Reveal] returns the value where it is sent.
 //
+// # Reloading
+//
+// Load is a pure function of its Env and --nodes specs, so a changed
+// configuration file is loaded again the same way: [Env.WithFile] makes the
+// file read as the content already read (and hashed) by the caller. What
+// may change between two loads, and how a running Cluster applies it, is
+// hcloudscale.Cluster.Reconfigure's business; with --nodes unchanged, the
+// file can add, resize and remove the pools it declares, and change every
+// other pool setting.
+//
 // # Configurations built in code
 //
 // Library users can build a Config without Load, starting from [Defaults],
