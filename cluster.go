@@ -301,6 +301,18 @@ func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 	return hcloud.NewClient(copts...), p
 }
 
+// refusedToken turns a token the API refuses, which fails every lookup,
+// into one problem of the setting, instead of one per lookup; nil if err
+// holds no such refusal.
+func refusedToken(err error) error {
+	var apiErr hcloud.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != hcloud.ErrorCodeUnauthorized {
+		return nil
+	}
+	return fieldErr(config.EnvToken, "the API refused the token (%s, %s): check %s (or %s) and that the token is of this project",
+		apiErr.Message, apiErr.Code, config.EnvToken, config.EnvTokenFile)
+}
+
 // check resolves the references and verifies server types, images and
 // placement-group room, reporting every problem at once. A shortage is not
 // a problem of the configuration: a pool whose server type the catalogue
@@ -317,7 +329,13 @@ func (c *Cluster) check(ctx context.Context, cfg *config.Config) (refs *referenc
 
 	types, err := c.types.All(ctx)
 	if err != nil {
-		return nil, nil, warnings, errors.Join(append(errs, fmt.Errorf("listing server types: %w", err))...)
+		errs = append(errs, err) // it says "listing server types"
+	}
+	if err := refusedToken(errors.Join(errs...)); err != nil {
+		return nil, nil, warnings, err
+	}
+	if err != nil {
+		return nil, nil, warnings, errors.Join(errs...)
 	}
 	byName := make(map[string]*servercache.ServerType, len(types))
 	for _, t := range types {

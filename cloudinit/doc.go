@@ -56,5 +56,9 @@
 // an unknown field of the dot, with its line number. [Template.Render]
 // reports what only rendering finds (such as two taints for Talos). Their
 // messages quote template actions, never the text around them, which
-// holds join tokens.
+// holds join tokens. An action ends at the first %> after its <%, even
+// inside a quoted string: a quote ('...', "..." or `...`) that is still
+// open there is an error with the quote's line and column, such as
+//
+//	line 2, column 16: a character constant (') opened in this action runs past its %>; close it before the %>
 package cloudinit

@@ -36,6 +36,10 @@ type Values struct {
 type Template struct {
 	tmpl *template.Template
 	refs map[string]bool // the fields of the top-level data that the template names
+	// whole are the fields the template uses whole: printed or ranged
+	// over, not only one entry (.Labels.x, index .Labels "x") or their
+	// length.
+	whole map[string]bool
 }
 
 // name is the template's name in text/template's messages, which Parse and
@@ -45,17 +49,24 @@ const name = "cloudInit"
 // Parse parses a cloud-init template. An action that does not parse, a
 // function that does not exist or a field that the template data does not
 // have is an error with its line number. Errors quote template actions,
-// never the text around them, which may hold join tokens.
+// never the text around them, which may hold join tokens: a quote left
+// open inside an action, which text/template would let run on into the
+// text after the action, is an error of its own with the quote's line and
+// column.
 func Parse(text string) (*Template, error) {
+	if err := checkQuotes(text); err != nil {
+		return nil, err
+	}
 	t, err := template.New(name).Delims(LeftDelim, RightDelim).Option("missingkey=error").Parse(text)
 	if err != nil {
 		return nil, cleanError(err)
 	}
-	refs := map[string]bool{}
+	refs, whole := map[string]bool{}, map[string]bool{}
 	var errs []error
 	if t.Tree != nil {
-		walk(t.Tree.Root, true, func(n parse.Node, field string) {
+		walk(t.Tree.Root, true, func(n parse.Node, field string, all bool) {
 			refs[field] = true
+			whole[field] = whole[field] || all
 			if !knownFields[field] {
 				errs = append(errs, fmt.Errorf("line %d: unknown field .%s; the fields are %s",
 					lineOf(t.Tree, n), field, strings.Join(Fields(), ", ")))
@@ -65,7 +76,7 @@ func Parse(text string) (*Template, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return &Template{tmpl: t, refs: refs}, nil
+	return &Template{tmpl: t, refs: refs, whole: whole}, nil
 }
 
 // Render renders the template for one server.
@@ -77,16 +88,17 @@ func (t *Template) Render(v Values) (string, error) {
 	return b.String(), nil
 }
 
-// PrintsLabels reports whether the template names the labels of the pool,
-// itself or through a helper that prints them.
+// PrintsLabels reports whether the template uses all the labels of the
+// pool, itself (.Labels printed or ranged over; one entry such as
+// .Labels.x is not all of them) or through a helper that prints them.
 func (t *Template) PrintsLabels() bool {
-	return t.refsAny("Labels", "NodeLabels", "KubeletFlags", "K3sFlags", "KubeadmKubeletExtraArgs", "TalosNodeLabels")
+	return t.whole["Labels"] || t.refsAny("NodeLabels", "KubeletFlags", "K3sFlags", "KubeadmKubeletExtraArgs", "TalosNodeLabels")
 }
 
-// PrintsTaints reports whether the template names the taints of the pool,
-// itself or through a helper that prints them.
+// PrintsTaints reports whether the template uses all the taints of the
+// pool, itself or through a helper that prints them.
 func (t *Template) PrintsTaints() bool {
-	return t.refsAny("Taints", "NodeTaints", "KubeletFlags", "K3sFlags", "KubeadmTaints", "TalosNodeTaints")
+	return t.whole["Taints"] || t.refsAny("NodeTaints", "KubeletFlags", "K3sFlags", "KubeadmTaints", "TalosNodeTaints")
 }
 
 func (t *Template) refsAny(fields ...string) bool {
@@ -117,7 +129,7 @@ var knownFields = func() map[string]bool {
 // walk calls found for every field of the top-level data that the parse
 // tree names: fields of dot where dot is the data (outside range and with)
 // and fields of $ anywhere.
-func walk(n parse.Node, dotIsData bool, found func(parse.Node, string)) {
+func walk(n parse.Node, dotIsData bool, found func(n parse.Node, field string, whole bool)) {
 	switch n := n.(type) {
 	case *parse.ListNode:
 		if n == nil {
@@ -145,20 +157,25 @@ func walk(n parse.Node, dotIsData bool, found func(parse.Node, string)) {
 	}
 }
 
-func walkPipe(p *parse.PipeNode, dotIsData bool, found func(parse.Node, string)) {
+func walkPipe(p *parse.PipeNode, dotIsData bool, found func(n parse.Node, field string, whole bool)) {
 	if p == nil {
 		return
 	}
 	for _, cmd := range p.Cmds {
+		// A field given to one of these is not printed whole.
+		partial := false
+		if id, ok := cmd.Args[0].(*parse.IdentifierNode); ok && partialFuncs[id.Ident] {
+			partial = true
+		}
 		for _, arg := range cmd.Args {
 			switch a := arg.(type) {
 			case *parse.FieldNode:
 				if dotIsData {
-					found(a, a.Ident[0])
+					found(a, a.Ident[0], !partial && len(a.Ident) == 1)
 				}
 			case *parse.VariableNode:
 				if a.Ident[0] == "$" && len(a.Ident) > 1 {
-					found(a, a.Ident[1])
+					found(a, a.Ident[1], !partial && len(a.Ident) == 2)
 				}
 			case *parse.ChainNode:
 				if pn, ok := a.Node.(*parse.PipeNode); ok {
@@ -169,6 +186,13 @@ func walkPipe(p *parse.PipeNode, dotIsData bool, found func(parse.Node, string))
 			}
 		}
 	}
+}
+
+// partialFuncs are the functions that use part of a map or list, or
+// compare it, instead of printing it.
+var partialFuncs = map[string]bool{
+	"index": true, "len": true, "slice": true, "eq": true, "ne": true, "lt": true, "le": true,
+	"gt": true, "ge": true, "and": true, "or": true, "not": true,
 }
 
 func lineOf(tree *parse.Tree, n parse.Node) int {

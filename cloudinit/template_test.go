@@ -152,6 +152,12 @@ func TestPrints(t *testing.T) {
 		{"<% range .Taints %><% .Key %><% end %>", false, true},
 		// Inside with, dot is the server name: .Labels is not the pool's.
 		{"<% with .ServerName %><% .Labels %><% end %>", false, false},
+		// One label, or a label's presence, is not all of them.
+		{"<% .Labels.workload %>", false, false},
+		{`<% index .Labels "workload" %> <% $.Labels.team %>`, false, false},
+		{"<% if .Labels.gpu %><% .KubeadmTaints %><% end %>", false, true},
+		{"<% len .Taints %>", false, false},
+		{"<% .Labels %> <% $.Taints %>", true, true},
 	} {
 		tmpl, err := Parse(c.text)
 		if err != nil {
@@ -186,5 +192,43 @@ func TestKubeletMaySet(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("KubeletMaySet (-want +got):\n%s", diff)
+	}
+}
+
+func TestOpenQuoteErrors(t *testing.T) {
+	const token = "abcdef.0123456789abcdef"
+	for _, c := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"character constant", "#cloud-config\n<% if eq .Arch 'arm64 %>arm<% end %> && kubeadm join --token " + token + "'",
+			[]string{"line 2, column 16: a character constant (') opened in this action runs past its %>"}},
+		{"quoted string", `x <% index .Labels "a %> --token ` + token + `" %>`,
+			[]string{`line 1, column 20: a quoted string (") opened`}},
+		{"raw string over lines", "<% `a\n%>\n" + token + "` %>", []string{"line 1, column 4: a raw string (`)"}},
+		{"escaped delimiter", `<% "\%> ` + token + `" %>`, []string{"line 1, column 4: a quoted string"}},
+		{"every action at once", "<% 'a %> " + token + "\n<% \"b %> " + token + "\n",
+			[]string{"line 1, column 4: a character constant", "line 2, column 4: a quoted string"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse(c.text)
+			if err == nil {
+				t.Fatalf("Parse(%q) succeeded; want an error", c.text)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Parse(%q) = %q; want it to contain %q", c.text, err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "abcdef") {
+				t.Errorf("Parse(%q) = %q; want no text from outside the actions", c.text, err)
+			}
+		})
+	}
+	// A quote that closes inside its action, and %> in plain text, parse.
+	for _, text := range []string{`<% if eq .Arch "arm64" %>'<% end %>`, `it's %> "x`, "<%/* a %> b */%>", `<% "<%" %>`} {
+		if _, err := Parse(text); err != nil {
+			t.Errorf("Parse(%q) = %v; want no error", text, err)
+		}
 	}
 }

@@ -105,9 +105,10 @@ func TestNodeLabelWarnings(t *testing.T) {
 	  "prints-all": {"cloudInitTemplate": true, "cloudInit": "<% .KubeletFlags %>", "labels": {"a": "b"}, "taints": [{"key": "k", "effect": "NoSchedule"}]},
 	  "restricted": {"cloudInitTemplate": true, "cloudInit": "<% .K3sFlags %>", "labels": {"node-role.kubernetes.io/gpu": "", "a": "b"}},
 	  "labels-only": {"cloudInitTemplate": true, "cloudInit": "<% .NodeLabels %>", "labels": {"a": "b"}, "taints": [{"key": "k", "effect": "NoSchedule"}]},
-	  "nothing": {"cloudInit": "#cloud-config\n"}
+	  "nothing": {"cloudInit": "#cloud-config\n"},
+	  "one-label": {"cloudInitTemplate": true, "cloudInit": "<% .Labels.a %> <% .NodeTaints %>", "labels": {"a": "b", "c": "d"}, "taints": [{"key": "k", "effect": "NoSchedule"}]}
 	}}`
-	cfg, err := loadTemplates(t, doc, "0:1:cx22:fsn1:plain", "0:1:cx22:fsn1:prints-all", "0:1:cx22:fsn1:restricted", "0:1:cx22:fsn1:labels-only", "0:1:cx22:fsn1:nothing")
+	cfg, err := loadTemplates(t, doc, "0:1:cx22:fsn1:plain", "0:1:cx22:fsn1:prints-all", "0:1:cx22:fsn1:restricted", "0:1:cx22:fsn1:labels-only", "0:1:cx22:fsn1:nothing", "0:1:cx22:fsn1:one-label")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,6 +122,8 @@ func TestNodeLabelWarnings(t *testing.T) {
 		"nodeConfigs.plain.taints: the pool's nodes will not have these taints, which the autoscaler assumes they have",
 		"nodeConfigs.restricted.labels: the kubelet may not set node-role.kubernetes.io/gpu (NodeRestriction), so the template leaves them out",
 		"nodeConfigs.labels-only.taints: the pool's nodes will not have these taints, which the autoscaler assumes they have",
+		// One label printed is not the pool's labels.
+		"nodeConfigs.one-label.labels: the pool's nodes will not have these labels, which the autoscaler assumes they have",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("NodeLabelWarnings(labeller off) (-want +got):\n%s", diff)

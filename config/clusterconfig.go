@@ -1,11 +1,14 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -102,7 +105,7 @@ func (p *problems) clusterConfig(data []byte) (*ClusterConfig, error) {
 			p.members(path, raw, func(name string, raw json.RawMessage) {
 				np := childPath(path, name)
 				if isNull(raw) {
-					p.addf(np, "want an object, got null")
+					p.addf(np, "want an object, got null: write {} for a pool that takes every default")
 					return
 				}
 				cc.NodeConfigs[name] = p.nodeConfig(np, raw)
@@ -187,6 +190,12 @@ func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 		"serverType": offering(&nc.ServerType),
 		"location":   offering(&nc.Location),
 		"cloudInit": func(path string, raw json.RawMessage) {
+			// encoding/json turns invalid UTF-8 into U+FFFD: check the
+			// bytes as written.
+			if err := checkUTF8(bytes.TrimPrefix(raw, []byte{'"'})); err != nil {
+				p.add(path, err)
+				return
+			}
 			if s, ok := p.str(path, raw); ok {
 				nc.CloudInit = Secret(s)
 			}
@@ -421,10 +430,35 @@ func (p *problems) autoscaling(path string, raw json.RawMessage) *Autoscaling {
 // checkCloudInit enforces Hetzner's user-data limit without quoting the
 // content, which holds join tokens.
 func checkCloudInit(s string) error {
+	if err := checkUTF8([]byte(s)); err != nil {
+		return err
+	}
 	if len(s) > MaxCloudInitBytes {
 		return fmt.Errorf("cloud-init is %d bytes, Hetzner accepts at most %d", len(s), MaxCloudInitBytes)
 	}
 	return nil
+}
+
+// checkUTF8 rejects user data that is not valid UTF-8, naming the offset
+// of the first bad byte but no content. The API carries user data as a
+// JSON string, which holds text only: any other byte would reach the
+// server as U+FFFD, and cloud-init would not run it.
+func checkUTF8(b []byte) error {
+	if utf8.Valid(b) {
+		return nil
+	}
+	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
+		return errors.New("cloud-init is gzip-compressed; Hetzner's API carries user data as text (a JSON string), so send it uncompressed")
+	}
+	bad := 0
+	for bad < len(b) {
+		r, size := utf8.DecodeRune(b[bad:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		bad += size
+	}
+	return fmt.Errorf("cloud-init is not valid UTF-8 (byte %d); Hetzner's API carries user data as text (a JSON string), so binary or compressed user data cannot be sent", bad)
 }
 
 // checkReference checks an ID or name of a firewall, placement group, SSH

@@ -114,10 +114,15 @@ func (p *problems) members(path string, raw json.RawMessage, fn func(key string,
 // of them.
 func (p *problems) fields(path string, raw json.RawMessage, handlers map[string]func(path string, raw json.RawMessage)) {
 	known := make([]string, 0, len(handlers))
+	var listed []string // what an unknown key's message offers: no upstream internals
 	for k := range handlers {
 		known = append(known, k)
+		if !internalKeys[k] {
+			listed = append(listed, k)
+		}
 	}
 	sort.Strings(known)
+	sort.Strings(listed)
 	spelt := map[string]string{} // canonical key -> the key as written
 	p.members(path, raw, func(key string, value json.RawMessage) {
 		h, ok := handlers[key]
@@ -128,10 +133,10 @@ func (p *problems) fields(path string, raw json.RawMessage, handlers map[string]
 			}
 		}
 		if !ok {
-			if s := suggest(key, known); s != "" {
+			if s := suggest(key, listed); s != "" {
 				p.addf(childPath(path, key), "unknown key, did you mean %q", s)
 			} else {
-				p.addf(childPath(path, key), "unknown key, want one of %s", strings.Join(known, ", "))
+				p.addf(childPath(path, key), "unknown key, want one of %s", strings.Join(listed, ", "))
 			}
 			return
 		}
@@ -149,6 +154,10 @@ func (p *problems) fields(path string, raw json.RawMessage, handlers map[string]
 		h(childPath(path, key), value)
 	})
 }
+
+// internalKeys are keys that are accepted (and ignored) for upstream's
+// sake but never offered for an unknown key: upstream's internal fields.
+var internalKeys = map[string]bool{"isUsingNewFormat": true, "legacyConfig": true}
 
 // foldMatch returns the one known key that equals key ignoring case, or ""
 // when none or more than one does.
@@ -237,6 +246,9 @@ func (p *problems) array(path string, raw json.RawMessage, fn func(path string, 
 // checkSyntax reports a JSON syntax error with its line and column, and
 // content after the document.
 func checkSyntax(data []byte) error {
+	if bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		return errors.New("starts with a UTF-8 byte order mark (BOM), which JSON does not allow: save the file as UTF-8 without BOM")
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var v json.RawMessage
 	err := dec.Decode(&v)

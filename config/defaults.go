@@ -32,6 +32,11 @@ const (
 const (
 	// MaxCloudInitBytes is the size limit of a server's user data.
 	MaxCloudInitBytes = 32 * 1024
+	// MaxFileBytes is the most Load reads of a file setting
+	// (HCLOUD_TOKEN_FILE, HCLOUD_CLUSTER_CONFIG_FILE): a cluster config
+	// with the user data of many pools is well below it, and a wrong
+	// path to a large file is an error instead of memory spent.
+	MaxFileBytes = 4 << 20
 
 	// MaxPlacementGroupServers is how many servers a spread placement group
 	// holds.

@@ -33,8 +33,12 @@
 //   - HCLOUD_CLUSTER_CONFIG: the cluster config, base64-encoded JSON (standard
 //     alphabet; line breaks ignored).
 //   - HCLOUD_CLUSTER_CONFIG_FILE: a file holding the cluster config as plain
-//     JSON.
+//     JSON: base64 text or a UTF-8 byte order mark is an error that says
+//     so. Files are read up to [MaxFileBytes] (4 MiB); a larger one is an
+//     error.
 //   - HCLOUD_CLOUD_INIT: legacy format: base64 cloud-init for every pool.
+//     What it decodes to must be valid UTF-8 (not gzip-compressed), as
+//     any user data.
 //   - HCLOUD_IMAGE: the image spec used when the cluster config names none,
 //     default [DefaultImage] (ubuntu-24.04; upstream's ubuntu-20.04 is out of
 //     standard support). Unlike upstream it is the final fallback in the JSON
@@ -160,7 +164,9 @@
 //     template (see below), unless the pool's own cloudInitTemplate says
 //     otherwise. Default false.
 //   - nodeConfigs.<pool>.cloudInit: user data, plain text, at most
-//     [MaxCloudInitBytes] (32 KiB). The keys below are those of a pool
+//     [MaxCloudInitBytes] (32 KiB), valid UTF-8: the API carries user
+//     data as a JSON string, so gzip-compressed or other binary user data
+//     is an error. The keys below are those of a pool
 //     entry too.
 //   - cloudInitTemplate (new, in a pool entry): whether this pool's
 //     cloudInit is a template, overriding the top-level key.
@@ -219,7 +225,7 @@
 // cloudinit describes the syntax: Go templates with the delimiters <% and
 // %>, so that cloud-init's Jinja ({{ }}, {% %}) and shell ${...} stay
 // plain text. A cloudInit that is not declared a template is sent as
-// written, byte for byte, whatever it contains.
+// written, byte for byte, whatever text it contains.
 //
 // Load reports a template that does not parse, names a function or field
 // that does not exist, or fails to render for the pool, as an error of

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/url"
@@ -45,9 +46,20 @@ type Env struct {
 	ReadFile func(path string) ([]byte, error)
 }
 
-// OSEnv is the process environment and file system.
+// OSEnv is the process environment and file system. It reads at most
+// [MaxFileBytes] (and one byte more, to tell that a file is larger) of a
+// file.
 func OSEnv() Env {
-	return Env{Lookup: os.LookupEnv, ReadFile: os.ReadFile}
+	return Env{Lookup: os.LookupEnv, ReadFile: readFileCapped}
+}
+
+func readFileCapped(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 }
 
 // MapEnv is an environment made of vars and files (path to content), for
@@ -103,7 +115,14 @@ func (e Env) readFile(path string) ([]byte, error) {
 	if e.ReadFile == nil {
 		return nil, errors.New("reading files is not enabled (Env.ReadFile is nil)")
 	}
-	return e.ReadFile(path)
+	data, err := e.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxFileBytes {
+		return nil, fmt.Errorf("file %q is larger than %d MiB, far more than a cluster config or a token needs: check the path", path, MaxFileBytes>>20)
+	}
+	return data, nil
 }
 
 // LoadFromOS is [Load] with the process environment and file system.
@@ -430,6 +449,11 @@ func (p *problems) source(env Env, cfg *Config) (*ClusterConfig, Secret) {
 			p.add(EnvClusterConfigFile, err)
 			return nil, ""
 		}
+		if looksBase64JSON(data) {
+			p.addf(EnvClusterConfigFile, "file %q holds base64 text, not JSON: the file takes plain JSON, so decode it (base64 -d), or pass the base64 text in %s",
+				env.get(EnvClusterConfigFile), EnvClusterConfig)
+			return nil, ""
+		}
 	case env.get(EnvCloudInit) != "":
 		cfg.Source = SourceLegacyCloudInit
 		ci, err := decodeBase64(env.get(EnvCloudInit))
@@ -449,6 +473,17 @@ func (p *problems) source(env Env, cfg *Config) (*ClusterConfig, Secret) {
 		return nil, ""
 	}
 	return cc, ""
+}
+
+// looksBase64JSON reports data that is base64 of a JSON object, the usual
+// mistake of giving a file what HCLOUD_CLUSTER_CONFIG takes.
+func looksBase64JSON(data []byte) bool {
+	s := strings.TrimSpace(string(data))
+	if s == "" || s[0] == '{' {
+		return false
+	}
+	dec, err := base64.StdEncoding.DecodeString(s)
+	return err == nil && strings.HasPrefix(strings.TrimSpace(string(dec)), "{")
 }
 
 // decodeBase64 decodes standard base64; line breaks are ignored, as

@@ -49,6 +49,17 @@ type problems struct {
 	warnings []string
 }
 
+// has reports whether a problem of path is recorded already.
+func (p *problems) has(path string) bool {
+	for _, err := range p.errs {
+		var fe *FieldError
+		if errors.As(err, &fe) && fe.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
 // add records err under path; a joined error becomes one field error per
 // part, so that every line of the final message names its path.
 func (p *problems) add(path string, err error) {

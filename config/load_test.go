@@ -73,6 +73,16 @@ func TestLoadErrors(t *testing.T) {
 		{name: "cluster config file invalid JSON", env: map[string]string{EnvClusterConfig: "", EnvClusterConfigFile: "/cc.json"}, files: map[string]string{"/cc.json": "{"}, want: []problem{{EnvClusterConfigFile, "unexpected end of input"}}},
 		{name: "legacy cloud-init not base64", env: map[string]string{EnvClusterConfig: "", EnvCloudInit: "#cloud-config"}, want: []problem{{EnvCloudInit, "not base64"}}},
 		{name: "legacy cloud-init too large", env: map[string]string{EnvClusterConfig: "", EnvCloudInit: b64(strings.Repeat("x", MaxCloudInitBytes+1))}, want: []problem{{EnvCloudInit, "Hetzner accepts at most 32768"}}},
+		{name: "legacy cloud-init gzip-compressed", env: map[string]string{EnvClusterConfig: "", EnvCloudInit: b64("\x1f\x8b\x08\x00\x00\x00")}, want: []problem{{EnvCloudInit, "cloud-init is gzip-compressed; Hetzner's API carries user data as text"}}},
+		{name: "legacy cloud-init not UTF-8", env: map[string]string{EnvClusterConfig: "", EnvCloudInit: b64("#cloud-config\n\xff")}, want: []problem{{EnvCloudInit, "cloud-init is not valid UTF-8 (byte 14)"}}},
+		{name: "cloudInit not UTF-8", env: map[string]string{EnvClusterConfig: b64("{\"nodeConfigs\": {\"pool1\": {\"cloudInit\": \"#x\xc3\"}}}")}, want: []problem{{"nodeConfigs.pool1.cloudInit", "cloud-init is not valid UTF-8 (byte 2)"}}},
+		{name: "cloudInit template not UTF-8", env: map[string]string{EnvClusterConfig: b64("{\"cloudInitTemplate\": true, \"nodeConfigs\": {\"pool1\": {\"cloudInit\": \"<% .Pool %>\x8b\"}}}")}, want: []problem{{"nodeConfigs.pool1.cloudInit", "not valid UTF-8 (byte 11)"}}},
+		{name: "cluster config file with a BOM", env: map[string]string{EnvClusterConfig: "", EnvClusterConfigFile: "/cc.json"}, files: map[string]string{"/cc.json": "\ufeff{\"nodeConfigs\": {\"pool1\": {}}}"}, want: []problem{{EnvClusterConfigFile, "starts with a UTF-8 byte order mark (BOM), which JSON does not allow: save the file as UTF-8 without BOM"}}},
+		{name: "cluster config file in base64", env: map[string]string{EnvClusterConfig: "", EnvClusterConfigFile: "/cc.json"}, files: map[string]string{"/cc.json": b64(`{"nodeConfigs": {"pool1": {}}}`) + "\n"}, want: []problem{{EnvClusterConfigFile, `file "/cc.json" holds base64 text, not JSON: the file takes plain JSON, so decode it (base64 -d), or pass the base64 text in HCLOUD_CLUSTER_CONFIG`}}},
+		{name: "cluster config file too large", env: map[string]string{EnvClusterConfig: "", EnvClusterConfigFile: "/cc.json"}, files: map[string]string{"/cc.json": "{" + strings.Repeat(" ", MaxFileBytes) + "}"}, want: []problem{{EnvClusterConfigFile, `file "/cc.json" is larger than 4 MiB, far more than a cluster config or a token needs: check the path`}}},
+		{name: "null pool entry", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": null}}`)}, want: []problem{{"nodeConfigs.pool1", "want an object, got null: write {} for a pool that takes every default"}}},
+		{name: "pool entry differs in case", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"Pool1": {}}}`)}, want: []problem{{"nodeConfigs.pool1", `missing: the cluster config needs an entry for every --nodes pool; the entry "Pool1" differs only in case`}}},
+		{name: "unknown key lists no upstream internals", env: map[string]string{EnvClusterConfig: b64(`{"zzz": 1, "nodeConfigs": {"pool1": {}}}`)}, want: []problem{{"zzz", "unknown key, want one of cloudInitTemplate, clusterName, defaultSubnetIPRange, imagesForArch, nodeConfigs"}}},
 		{name: "pool without nodeConfigs entry", specs: []string{"1:3:cx22:fsn1:pool1", "0:2:cx22:fsn1:pool2"}, want: []problem{{"nodeConfigs.pool2", "missing: the cluster config needs an entry for every --nodes pool"}}},
 		{name: "JSON errors keep their paths", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"taints": [{"key": "k", "effect": "NoSchedul"}]}}}`)}, want: []problem{{"nodeConfigs.pool1.taints[0].effect", `"NoSchedul" is not one of`}}},
 		{name: "pool subnet without network", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"subnetIPRange": "10.0.1.0/24"}}}`)}, want: []problem{{"nodeConfigs.pool1.subnetIPRange", "HCLOUD_NETWORK is not"}}},
@@ -490,4 +500,22 @@ func TestFieldErrors(t *testing.T) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("errors.Is(%v, fs.ErrNotExist) = false; want true through FieldError.Unwrap", err)
 	}
+}
+
+// A file setting is read no further than the cap: a wrong path to a large
+// file costs MaxFileBytes of memory, not the file's size.
+func TestOSEnvCapsFileReads(t *testing.T) {
+	path := t.TempDir() + "/big.json"
+	if err := os.WriteFile(path, make([]byte, MaxFileBytes+4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, err := OSEnv().ReadFile(path)
+	if err != nil || len(data) != MaxFileBytes+1 {
+		t.Errorf("OSEnv().ReadFile read %d bytes, %v; want %d", len(data), err, MaxFileBytes+1)
+	}
+	env := OSEnv()
+	vars := map[string]string{EnvToken: testToken, EnvClusterConfigFile: path}
+	env.Lookup = func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+	_, err = Load(env, baseSpecs)
+	checkProblems(t, err, []problem{{EnvClusterConfigFile, "is larger than 4 MiB"}})
 }

@@ -57,8 +57,14 @@ func (p *problems) pools(cfg *Config, cc *ClusterConfig, legacyCloudInit Secret,
 			// The document did not parse; its errors are reported already.
 		default:
 			nc = cc.NodeConfigs[spec.Name]
-			if nc == nil {
-				p.addf(childPath("nodeConfigs", spec.Name), "missing: the cluster config needs an entry for every --nodes pool")
+			if nc == nil && !p.has(childPath("nodeConfigs", spec.Name)) { // a null entry is reported already
+				hint := ""
+				for _, name := range sortedKeys(cc.NodeConfigs) {
+					if strings.EqualFold(name, spec.Name) {
+						hint = fmt.Sprintf("; the entry %q differs only in case: pool names are lower-case, and the entry's key must be the pool's name exactly", name)
+					}
+				}
+				p.addf(childPath("nodeConfigs", spec.Name), "missing: the cluster config needs an entry for every --nodes pool%s", hint)
 			}
 		}
 		if nc != nil {

@@ -79,3 +79,12 @@ func (s *Server) ResetCounts() {
 	clear(s.st.counts)
 	s.st.log = nil
 }
+
+// ActiveRequests reports how many requests the server is handling (those
+// held by [Server.SetLatency] included), so that a test can act while a
+// request is in flight instead of guessing when it arrived.
+func (s *Server) ActiveRequests() int {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	return s.active
+}

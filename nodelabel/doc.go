@@ -19,21 +19,37 @@
 // Cluster (other pools, other clusters, control-plane servers), are never
 // changed.
 //
-// For a node of a pool it adds, in one update:
+// For a node of a pool it handles, in one update, every label and taint
+// of the pool that it has not handled on that node before (as recorded in
+// [AppliedAnnotation]):
 //
-//   - every label of the pool whose key the node lacks (all of them, not
-//     only the restricted ones, so that a cloud-init that sets none still
-//     gets a node that matches the autoscaler's template); a label the
-//     node has with another value is kept and logged;
-//   - every taint of the pool whose key and effect the node lacks;
-//   - the annotation [Annotation] with the pool's name.
+//   - a label whose key the node lacks is added (all of them, not only
+//     the restricted ones, so that a cloud-init that sets none still gets
+//     a node that matches the autoscaler's template); a label the node
+//     has with another value is kept and logged (kept_labels);
+//   - a taint whose key and effect the node lacks is added; a taint the
+//     node has with the same key and effect but another value is kept and
+//     logged (kept_taints), as a label is;
+//   - the annotations [Annotation] (the pool's name) and
+//     [AppliedAnnotation] (the pool's label keys and taint keys and
+//     effects) record what it handled.
 //
-// Nodes of a pool without labels and taints are left alone. It never
-// removes a label or taint, and a node with the annotation is
-// never changed again: a label or taint someone removes by hand stays
-// removed. Deleting the annotation has the node labelled again. A node
-// that re-registers (deleted and created by its kubelet) has no
-// annotation and is labelled again.
+// # Config changes
+//
+// One rule, whatever the pool had before: what the pool's config gains
+// reaches the nodes already labelled (at the first resync after a
+// restart with the new config), and what the labeller handled before is
+// not added again, so a label or taint someone removes by hand stays
+// removed. A pool that had no labels and taints is no exception: its
+// nodes get what is added to it. What is removed from the pool's config
+// stays on the nodes: the labeller never removes a label or taint, since
+// it cannot tell its own from one that someone or the kubelet set with
+// the same key, and pods may select nodes by it; remove it by hand
+// (kubectl label nodes -l <selector> key-). A node handled by a version
+// that recorded only [Annotation] counts as handled for the pool's labels
+// and taints it carries. Deleting [Annotation] has the node labelled
+// again, all of it. A node that re-registers (deleted and created by its
+// kubelet) has no annotation and is labelled again.
 //
 // Taints added after registration can come too late for pods already
 // scheduled; a NoSchedule taint is best registered by the kubelet
@@ -44,7 +60,7 @@
 //
 // A node is handled when it appears or changes, and at every resync
 // ([WithResync], default one minute; the labeller's own, so that
-// [WithClock] drives it) until it carries the annotation: a node that
+// [WithClock] drives it) while something of its pool is not handled: a node that
 // registers before the Cluster's server listing shows its server is
 // handled at the first resync after the listing does. A failed update is
 // retried with exponential backoff per node ([WithBackoff], 1 s doubling

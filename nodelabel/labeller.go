@@ -2,6 +2,7 @@ package nodelabel
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -21,15 +22,22 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/pool"
 	"github.com/hcloudscale/hcloudscale/servercache"
 )
 
 // Annotation marks a node the labeller has handled; its value is the
-// node's pool. A node that carries it is never changed again, so labels
-// and taints removed by hand stay removed. Remove the annotation to have
-// the pool's labels and taints added again.
+// node's pool. Remove it to have all the pool's labels and taints added
+// again.
 const Annotation = "hcloudscale/labelled"
+
+// AppliedAnnotation records which of the pool's labels (by key) and taints
+// (by key and effect) the labeller has handled on a node, as JSON:
+// {"labels":["workload"],"taints":["gpu:NoSchedule"]}. Only those of the
+// pool that it does not list are added, so a label removed by hand stays
+// removed while one added to the pool's config reaches the node.
+const AppliedAnnotation = "hcloudscale/labelled-keys"
 
 // Defaults of the options.
 const (
@@ -233,9 +241,6 @@ func (l *Labeller) next(ctx context.Context, queue workqueue.TypedRateLimitingIn
 // Nodes of other providers are never looked up; a node without a provider
 // ID yet is looked up by name, as the autoscaler does.
 func (l *Labeller) poolOf(node *corev1.Node) *pool.Pool {
-	if _, done := node.Annotations[Annotation]; done {
-		return nil
-	}
 	if id := node.Spec.ProviderID; id != "" {
 		if _, ok := servercache.ParseProviderID(id); !ok {
 			return nil
@@ -245,12 +250,65 @@ func (l *Labeller) poolOf(node *corev1.Node) *pool.Pool {
 	if p == nil {
 		return nil
 	}
-	// A pool without labels and taints has nothing to add, ever.
-	if cfg := p.Config(); len(cfg.Labels) == 0 && len(cfg.Taints) == 0 {
+	// Nothing to do when every label and taint of the pool was handled
+	// and the record lists no other: the rule is the same for a pool
+	// that never had labels and taints and for one whose config changed.
+	labels, taints := recorded(node)
+	if want := configured(p.Config()); labels == nil && len(want.Labels)+len(want.Taints) == 0 ||
+		labels != nil && slices.Equal(want.Labels, keys(labels)) && slices.Equal(want.Taints, keys(taints)) {
 		return nil
 	}
 	return p
 }
+
+// applied is the value of AppliedAnnotation.
+type applied struct {
+	Labels []string `json:"labels"`
+	Taints []string `json:"taints"`
+}
+
+// configured is what the pool's config asks for, sorted.
+func configured(cfg config.Pool) applied {
+	a := applied{Labels: slices.Sorted(maps.Keys(cfg.Labels)), Taints: []string{}}
+	for _, t := range cfg.Taints {
+		a.Taints = append(a.Taints, taintKey(t))
+	}
+	slices.Sort(a.Taints)
+	a.Taints = slices.Compact(a.Taints)
+	return a
+}
+
+func taintKey(t corev1.Taint) string { return t.Key + ":" + string(t.Effect) }
+
+// recorded returns the labels and taints the labeller has handled on the
+// node; nil labels for a node it has not handled (no Annotation). A node
+// handled by a version that recorded nothing counts as handled for the
+// pool's labels and taints it carries.
+func recorded(node *corev1.Node) (labels, taints map[string]bool) {
+	if _, ok := node.Annotations[Annotation]; !ok {
+		return nil, nil
+	}
+	labels, taints = map[string]bool{}, map[string]bool{}
+	var a applied
+	if raw, ok := node.Annotations[AppliedAnnotation]; ok && json.Unmarshal([]byte(raw), &a) == nil {
+		for _, k := range a.Labels {
+			labels[k] = true
+		}
+		for _, k := range a.Taints {
+			taints[k] = true
+		}
+		return labels, taints
+	}
+	for k := range node.Labels {
+		labels[k] = true
+	}
+	for _, t := range node.Spec.Taints {
+		taints[taintKey(t)] = true
+	}
+	return labels, taints
+}
+
+func keys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }
 
 // label adds the missing labels and taints of its pool to a node, with
 // the annotation, in one update; the update fails on a conflict with a
@@ -275,8 +333,15 @@ func (l *Labeller) label(ctx context.Context, lister corelisters.NodeLister, nam
 	if node.Annotations == nil {
 		node.Annotations = map[string]string{}
 	}
-	var added, kept []string
+	// Only what the labeller has not handled on this node before: what
+	// was removed by hand stays removed. A label or taint the node has
+	// with another value is the node's: kept, and logged.
+	doneLabels, doneTaints := recorded(node)
+	var added, kept, taints, keptTaints []string
 	for _, k := range slices.Sorted(maps.Keys(cfg.Labels)) {
+		if doneLabels[k] {
+			continue
+		}
 		v, ok := node.Labels[k]
 		switch {
 		case !ok:
@@ -286,14 +351,25 @@ func (l *Labeller) label(ctx context.Context, lister corelisters.NodeLister, nam
 			kept = append(kept, k)
 		}
 	}
-	var taints []string
 	for _, t := range cfg.Taints {
-		if !slices.ContainsFunc(node.Spec.Taints, func(n corev1.Taint) bool { return n.Key == t.Key && n.Effect == t.Effect }) {
+		if doneTaints[taintKey(t)] {
+			continue
+		}
+		i := slices.IndexFunc(node.Spec.Taints, func(n corev1.Taint) bool { return n.Key == t.Key && n.Effect == t.Effect })
+		switch {
+		case i < 0:
 			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
 			taints = append(taints, t.ToString())
+		case node.Spec.Taints[i].Value != t.Value:
+			keptTaints = append(keptTaints, node.Spec.Taints[i].ToString())
 		}
 	}
+	record, err := json.Marshal(configured(cfg))
+	if err != nil {
+		return err
+	}
 	node.Annotations[Annotation] = cfg.Name
+	node.Annotations[AppliedAnnotation] = string(record)
 	if _, err := l.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -303,6 +379,9 @@ func (l *Labeller) label(ctx context.Context, lister corelisters.NodeLister, nam
 	fields := []zap.Field{zap.String("node", name), zap.String("pool", cfg.Name), zap.Strings("labels", added), zap.Strings("taints", taints)}
 	if len(kept) > 0 {
 		fields = append(fields, zap.Strings("kept_labels", kept))
+	}
+	if len(keptTaints) > 0 {
+		fields = append(fields, zap.Strings("kept_taints", keptTaints))
 	}
 	l.log.Info("node labelled", fields...)
 	return nil

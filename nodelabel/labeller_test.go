@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,8 +15,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -53,14 +57,22 @@ func newWorld(t *testing.T) *world {
 	w.addServer(t, "cpu-1", map[string]string{config.LabelNodeGroup: "cpu", config.LabelCluster: "prod"})
 	w.addServer(t, "gpu-staging", map[string]string{config.LabelNodeGroup: "gpu", config.LabelCluster: "staging"})
 	w.addServer(t, "control-plane", nil)
+	w.cluster = w.newCluster(t, map[string]any{
+		"cloudInit": "#cloud-config\n",
+		"labels":    map[string]string{"node-role.kubernetes.io/gpu": "", "workload": "gpu"},
+		"taints":    []map[string]string{{"key": "gpu", "value": "true", "effect": "NoSchedule"}},
+	})
+	return w
+}
+
+// newCluster is a Cluster of the world's project whose pool gpu has the
+// given node config, as after a change of the cluster config.
+func (w *world) newCluster(t *testing.T, gpu map[string]any) *hcloudscale.Cluster {
+	t.Helper()
 	doc, err := json.Marshal(map[string]any{
 		"clusterName": "prod",
 		"nodeConfigs": map[string]any{
-			"gpu": map[string]any{
-				"cloudInit": "#cloud-config\n",
-				"labels":    map[string]string{"node-role.kubernetes.io/gpu": "", "workload": "gpu"},
-				"taints":    []map[string]string{{"key": "gpu", "value": "true", "effect": "NoSchedule"}},
-			},
+			"gpu": gpu,
 			"cpu": map[string]any{"cloudInit": "#cloud-config\n"},
 		},
 	})
@@ -75,12 +87,12 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.cluster, err = hcloudscale.New(t.Context(), cfg, hcloudscale.WithClock(hcloudtest.WallWaits(w.clock)), hcloudscale.WithListTTL(listTTL))
+	c, err := hcloudscale.New(t.Context(), cfg, hcloudscale.WithClock(hcloudtest.WallWaits(w.clock)), hcloudscale.WithListTTL(listTTL))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.cluster.Close(context.Background()) })
-	return w
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
 }
 
 func (w *world) addServer(t *testing.T, name string, labels map[string]string) int64 {
@@ -158,13 +170,61 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// updates counts the node updates the client received, by node name.
-func updates(client *fake.Clientset) map[string]int {
-	out := map[string]int{}
-	for _, a := range client.Actions() {
-		if u, ok := a.(k8stesting.UpdateAction); ok && a.GetVerb() == "update" && a.GetResource().Resource == "nodes" {
-			out[u.GetObject().(*corev1.Node).Name]++
+// newClient is a fake API server with the nodes, which refuses an update
+// of a node whose resourceVersion is not the node's current one, as the
+// real one does: the labeller relies on that when its informer's copy of
+// a node is stale.
+func newClient(nodes ...runtime.Object) *fake.Clientset {
+	c := fake.NewClientset(nodes...)
+	gvr := corev1.SchemeGroupVersion.WithResource("nodes")
+	var mu sync.Mutex // guards the read-compare-write below
+	c.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		n := a.(k8stesting.UpdateAction).GetObject().(*corev1.Node).DeepCopy()
+		cur, err := c.Tracker().Get(gvr, "", n.Name)
+		if err != nil {
+			return false, nil, nil
 		}
+		if rv := cur.(*corev1.Node).ResourceVersion; n.ResourceVersion != rv {
+			return true, nil, apierrors.NewConflict(corev1.Resource("nodes"), n.Name,
+				fmt.Errorf("resourceVersion %q is not the current %q", n.ResourceVersion, rv))
+		}
+		v, _ := strconv.Atoi(n.ResourceVersion)
+		n.ResourceVersion = strconv.Itoa(v + 1)
+		if err := c.Tracker().Update(gvr, n, ""); err != nil {
+			return true, nil, err
+		}
+		okUpdates.add(c, n.Name)
+		return true, n, nil
+	})
+	return c
+}
+
+// okUpdates counts the node updates each fake client accepted.
+var okUpdates = updateCounts{m: map[*fake.Clientset]map[string]int{}}
+
+type updateCounts struct {
+	mu sync.Mutex // guards m
+	m  map[*fake.Clientset]map[string]int
+}
+
+func (u *updateCounts) add(c *fake.Clientset, name string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m[c] == nil {
+		u.m[c] = map[string]int{}
+	}
+	u.m[c][name]++
+}
+
+// updates counts the node updates the client accepted, by node name.
+func updates(client *fake.Clientset) map[string]int {
+	okUpdates.mu.Lock()
+	defer okUpdates.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range okUpdates.m[client] {
+		out[k] = v
 	}
 	return out
 }
@@ -189,7 +249,7 @@ func TestLabelsNodesOfThePools(t *testing.T) {
 	for _, n := range others {
 		objs = append(objs, n)
 	}
-	client := fake.NewClientset(objs...)
+	client := newClient(objs...)
 	clk := run(t, client, w.cluster)
 
 	eventually(t, "gpu-1 labelled", func() bool { return getNode(t, client, "gpu-1").Annotations[nodelabel.Annotation] == "gpu" })
@@ -218,7 +278,7 @@ func TestLabelsNodesOfThePools(t *testing.T) {
 // a provider ID yet by its name.
 func TestLabelsNodeWithinOneResync(t *testing.T) {
 	w := newWorld(t)
-	client := fake.NewClientset(node("gpu-1", w.providerID("gpu-1"), nil))
+	client := newClient(node("gpu-1", w.providerID("gpu-1"), nil))
 	clk := run(t, client, w.cluster)
 	eventually(t, "gpu-1 labelled", func() bool { return getNode(t, client, "gpu-1").Annotations[nodelabel.Annotation] == "gpu" })
 
@@ -258,7 +318,7 @@ func TestLabelsNodeWithinOneResync(t *testing.T) {
 // annotation is removed too.
 func TestLabelRemovedByHandStaysRemoved(t *testing.T) {
 	w := newWorld(t)
-	client := fake.NewClientset(node("gpu-1", w.providerID("gpu-1"), nil))
+	client := newClient(node("gpu-1", w.providerID("gpu-1"), nil))
 	clk := run(t, client, w.cluster)
 	eventually(t, "gpu-1 labelled", func() bool { return getNode(t, client, "gpu-1").Annotations[nodelabel.Annotation] == "gpu" })
 
@@ -291,7 +351,7 @@ func TestLabelRemovedByHandStaysRemoved(t *testing.T) {
 // node updates happen meanwhile, and the labelling succeeds in the end.
 func TestRetriesWithBackoff(t *testing.T) {
 	w := newWorld(t)
-	client := fake.NewClientset(node("gpu-1", w.providerID("gpu-1"), nil))
+	client := newClient(node("gpu-1", w.providerID("gpu-1"), nil))
 	var attempts, failures atomic.Int32
 	failures.Store(2)
 	client.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -338,5 +398,66 @@ func TestRetriesWithBackoff(t *testing.T) {
 	eventually(t, "gpu-1 labelled", func() bool { return getNode(t, client, "gpu-1").Annotations[nodelabel.Annotation] == "gpu" })
 	if got := attempts.Load(); got != 3 {
 		t.Errorf("%d update attempts; want 3", got)
+	}
+}
+
+// TestConfigChangeReachesLabelledNodes: one rule for a changed pool
+// config, whatever the pool had before: the labels and taints added to
+// the pool reach nodes labelled already; what the labeller handled before
+// and someone removed stays removed; a taint the node has with the same
+// key and effect but another value is the node's, kept and logged, as a
+// label with another value is. A node handled by a version that recorded
+// nothing counts as handled for what it carries.
+func TestConfigChangeReachesLabelledNodes(t *testing.T) {
+	w := newWorld(t)
+	w.addServer(t, "gpu-2", map[string]string{config.LabelNodeGroup: "gpu", config.LabelCluster: "prod"})
+	changed := w.newCluster(t, map[string]any{
+		"cloudInit": "#cloud-config\n",
+		"labels":    map[string]string{"node-role.kubernetes.io/gpu": "", "workload": "gpu", "team": "ml"},
+		"taints":    []map[string]string{{"key": "gpu", "value": "false", "effect": "NoSchedule"}},
+	})
+	// Labelled when the pool had only the label workload, which someone
+	// removed since; the kubelet registered the node with gpu=true.
+	gpu1 := node("gpu-1", w.providerID("gpu-1"), map[string]string{"own": "x"}, gpuTaint)
+	gpu1.Annotations = map[string]string{nodelabel.Annotation: "gpu", nodelabel.AppliedAnnotation: `{"labels":["workload"],"taints":[]}`}
+	// Labelled by a version that recorded nothing, with workload only.
+	gpu2 := node("gpu-2", w.providerID("gpu-2"), map[string]string{"workload": "gpu"})
+	gpu2.Annotations = map[string]string{nodelabel.Annotation: "gpu"}
+	client := newClient(gpu1, gpu2)
+	core, logs := observer.New(zap.InfoLevel)
+	clk := run(t, client, changed, nodelabel.WithLogger(zap.New(core)))
+
+	eventually(t, "both nodes labelled", func() bool { return updates(client)["gpu-1"] == 1 && updates(client)["gpu-2"] == 1 })
+	got := getNode(t, client, "gpu-1")
+	if diff := cmp.Diff(map[string]string{"own": "x", "node-role.kubernetes.io/gpu": "", "team": "ml"}, got.Labels); diff != "" {
+		t.Errorf("gpu-1 labels (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.Taint{gpuTaint}, got.Spec.Taints); diff != "" {
+		t.Errorf("gpu-1 taints (-want +got):\n%s", diff)
+	}
+	wantRecord := `{"labels":["node-role.kubernetes.io/gpu","team","workload"],"taints":["gpu:NoSchedule"]}`
+	if rec := got.Annotations[nodelabel.AppliedAnnotation]; rec != wantRecord {
+		t.Errorf("gpu-1 %s = %s; want %s", nodelabel.AppliedAnnotation, rec, wantRecord)
+	}
+	got = getNode(t, client, "gpu-2")
+	wantTaint := corev1.Taint{Key: "gpu", Value: "false", Effect: corev1.TaintEffectNoSchedule}
+	if diff := cmp.Diff(map[string]string{"workload": "gpu", "node-role.kubernetes.io/gpu": "", "team": "ml"}, got.Labels); diff != "" {
+		t.Errorf("gpu-2 labels (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.Taint{wantTaint}, got.Spec.Taints); diff != "" {
+		t.Errorf("gpu-2 taints (-want +got):\n%s", diff)
+	}
+	var kept []any
+	for _, e := range logs.FilterMessage("node labelled").FilterField(zap.String("node", "gpu-1")).All() {
+		kept = append(kept, e.ContextMap()["kept_taints"])
+	}
+	if diff := cmp.Diff([]any{[]any{"gpu=true:NoSchedule"}}, kept); diff != "" {
+		t.Errorf("gpu-1's kept taints logged (-want +got):\n%s", diff)
+	}
+
+	// Handled: resyncs change nothing more.
+	resyncs(clk, 3, resync)
+	if diff := cmp.Diff(map[string]int{"gpu-1": 1, "gpu-2": 1}, updates(client)); diff != "" {
+		t.Errorf("node updates (-want +got):\n%s", diff)
 	}
 }

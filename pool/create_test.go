@@ -382,7 +382,9 @@ func TestRetriedCreateMakesOneServer(t *testing.T) {
 
 func TestUniquenessErrorOnForeignServerFails(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	p := e.newPool(poolConfig("workers", 0, 10))
+	// The pool waits on the fake clock, so the retried create is not sent
+	// before the test relabels the server and steps the clock (settle).
+	p := e.newPool(poolConfig("workers", 0, 10), WithClock(e.clock))
 	// The server a lost response created changed hands: it no longer
 	// carries our labels, so it must not be adopted.
 	e.fake.FailRequest("POST /servers", 1, hcloudtest.RequestFault{Drop: true, AfterEffect: true})
@@ -390,6 +392,10 @@ func TestUniquenessErrorOnForeignServerFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.eventually("the first create", 0, func() bool { return len(e.servers("workers")) == 1 })
+	e.eventually("the retry's wait", 0, e.clock.HasWaiters)
+	if got := e.fake.Count("POST /servers"); got != 1 {
+		t.Fatalf("POST /servers = %d before the relabel; want 1 (the retry waits on the clock)", got)
+	}
 	s := e.servers("workers")[0]
 	if err := e.fake.SetServerLabels(s.ID, map[string]string{"owner": "someone-else"}); err != nil {
 		t.Fatal(err)

@@ -230,6 +230,8 @@ func TestDeleteInstancesCancelsPendingClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 		var id string
+		// The claim turns creating just before its request is sent; the
+		// request is in flight once the fake holds it (in its latency).
 		e.eventually("the create request to be sent", 0, func() bool {
 			p.mu.Lock()
 			defer p.mu.Unlock()
@@ -238,7 +240,7 @@ func TestDeleteInstancesCancelsPendingClaims(t *testing.T) {
 					id = ClaimID("workers", c.name)
 				}
 			}
-			return id != ""
+			return id != "" && e.fake.ActiveRequests() > 0
 		})
 		if err := p.DeleteInstances(t.Context(), []string{id}); err != nil {
 			t.Fatalf("DeleteInstances(claim in flight) error: %v", err)

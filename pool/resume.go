@@ -32,7 +32,9 @@ var errNotResumable = errors.New("not a create flow left unfinished")
 // of this pool owns:
 //
 //   - initializing or starting, and younger than the creation timeout:
-//     the flow waits until it runs;
+//     the flow waits until it runs (a starting server that turns off
+//     without having been seen initializing may be a rebooted node that
+//     someone shut down: it is left alone, not deleted);
 //   - off, in a pool that creates servers stopped (subnet range): the
 //     flow looks the server up and, if it is not attached to the pool's
 //     network, attaches it with the range and powers it on; if it is
@@ -151,7 +153,7 @@ func (p *Pool) runResume(taskCtx context.Context, c *claim, listed hcloud.Server
 		err = errNotResumable
 	}
 	if err == nil && server != nil {
-		server, err = p.finishCreate(ctx, c.set, server, log)
+		server, err = p.finishCreate(ctx, c.set, server, false, log)
 	}
 	switch {
 	case err == nil && server == nil:
@@ -212,9 +214,19 @@ func (p *Pool) resumeStale(set *settings, s *hcloud.Server) bool {
 // finishCreate drives a server from where a create flow left it to
 // running, one idempotent step at a time, looking the server up after
 // each. It returns nil, nil when the server disappeared.
-func (p *Pool) finishCreate(ctx context.Context, set *settings, s *hcloud.Server, log *zap.Logger) (*hcloud.Server, error) {
+//
+// neverRan says that the caller knows the server has never run (its own
+// create flow made it); otherwise only seeing it initializing proves
+// that. A server of a pool that creates servers started which is off
+// without that proof may be a node that someone shut down after it ran
+// (a resumed flow found it starting after a reboot): errNotResumable, so
+// that it is left alone rather than deleted as a failed create.
+func (p *Pool) finishCreate(ctx context.Context, set *settings, s *hcloud.Server, neverRan bool, log *zap.Logger) (*hcloud.Server, error) {
 	var err error
 	for range resumeSteps {
+		if s != nil && s.Status == hcloud.ServerStatusInitializing {
+			neverRan = true
+		}
 		switch {
 		case s == nil:
 			return nil, nil
@@ -228,6 +240,8 @@ func (p *Pool) finishCreate(ctx context.Context, set *settings, s *hcloud.Server
 			if s, err = p.pollServer(ctx, s, settledForResume); err != nil {
 				return nil, &stepError{"wait for server", err}
 			}
+		case s.Status == hcloud.ServerStatusOff && !set.stoppedCreates && !neverRan:
+			return nil, errNotResumable
 		case s.Status == hcloud.ServerStatusOff && !set.stoppedCreates:
 			return nil, &stepError{"wait for server", &infoError{ErrorInfo{Class: Other, Code: CodeActionFailed,
 				Message: fmt.Sprintf("server %s is off after its create: its create or start action failed", s.Name)}}}
@@ -382,7 +396,7 @@ func (p *Pool) finishRefused(ctx context.Context, set *settings, res *created, w
 	if err != nil || s == nil || (!locked && s.Status == hcloud.ServerStatusOff) {
 		return what, cause
 	}
-	s, err = p.finishCreate(ctx, set, s, log)
+	s, err = p.finishCreate(ctx, set, s, true, log)
 	if err != nil || s == nil {
 		return what, cause
 	}

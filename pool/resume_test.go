@@ -201,6 +201,39 @@ func TestResumeReportsRunningAtOnce(t *testing.T) {
 	}
 }
 
+// TestResumeNeverDeletesARebootedServer: a young server found starting
+// may be a create left unfinished, or a node that ran and was rebooted.
+// If it then turns off, nothing proves that it never ran: the resumed
+// flow leaves it alone instead of deleting it as a failed create.
+func TestResumeNeverDeletesARebootedServer(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.addLeftover("workers", hcloud.ServerStatusStarting, 20*time.Second)
+	p := e.newPool(poolConfig("workers", 0, 5))
+	if _, err := e.cache.Get(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Resume(); got != 1 {
+		t.Fatalf("Resume() = %d; want 1", got)
+	}
+	e.eventually("the flow to poll the server", 0, func() bool { return e.fake.Count("GET /servers/{id}") >= 2 })
+	// Shut down by someone while the flow waits for it to run.
+	if err := e.fake.SetServerStatus(id, hcloud.ServerStatusOff); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(p)
+	if s, ok := e.fake.ServerByID(id); !ok || s.Status != hcloud.ServerStatusOff {
+		t.Errorf("server %d = %+v, %v; want it left off, not deleted", id, s, ok)
+	}
+	if got := e.fake.Count("DELETE /servers/{id}"); got != 0 {
+		t.Errorf("DELETE /servers/{id} = %d; want none", got)
+	}
+	for _, in := range p.Instances() {
+		if in.Error != nil {
+			t.Errorf("instance %+v reported as a failed creation", in)
+		}
+	}
+}
+
 // TestResumeWhileTheOldProcessFinishes runs two pools over one project, as
 // during a restart where the old process has not stopped yet: both finish
 // the same create flow. The server is attached once, runs, and neither

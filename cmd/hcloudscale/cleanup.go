@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/actionwait"
 	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/internal/redact"
 )
 
 func cleanupHelp(fs *flag.FlagSet) func(io.Writer) {
@@ -28,7 +30,10 @@ func cleanupHelp(fs *flag.FlagSet) func(io.Writer) {
 Lists every server of this cluster's pools, grouped by pool, and, with --yes only, deletes
 exactly the servers it listed and waits until they are gone: the servers an autoscaler
 created, which "terraform destroy" does not know about. Without --yes it is a dry run that
-only lists them. --yes never widens the scope.
+only lists them. --yes never widens the scope. It then reports each server: "deleted"
+once it is gone, or "not deleted" with the reason (the delete was refused, its action
+failed and the server is still there, or it still ran when --timeout passed); with
+-o json, "deleted" and "notDeleted".
 
 A server belongs to the cluster by its labels, as hcloudscale creates them:
   hcloud/node-group=<pool>        for each pool given with --nodes (every pool with --all-pools)
@@ -55,10 +60,22 @@ type cleanupResult struct {
 	Selector string          `json:"selector"`
 	DryRun   bool            `json:"dryRun"`
 	Servers  []cleanupServer `json:"servers"`
-	// Deleted names the servers whose delete the API accepted (or that
-	// were being deleted already).
+	// Deleted names the servers that are gone: their delete action
+	// succeeded, or the API no longer knows them.
 	Deleted []string `json:"deleted"`
-	Errors  []string `json:"errors"`
+	// NotDeleted are the servers that are still there, with the reason:
+	// the delete was refused, its action failed, or it had not finished
+	// when --timeout passed.
+	NotDeleted []cleanupFailure `json:"notDeleted"`
+	// Errors has one line per server of NotDeleted, and a listing error.
+	Errors []string `json:"errors"`
+}
+
+// cleanupFailure is a server that cleanup did not delete.
+type cleanupFailure struct {
+	ID    int64  `json:"id"`
+	Name  string `json:"name"`
+	Error string `json:"error"`
 }
 
 type cleanupServer struct {
@@ -100,8 +117,8 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	client := cleanupClient(cfg)
-	res := &cleanupResult{Selector: cleanupSelector(cfg, *allPools), DryRun: !*yes, Servers: []cleanupServer{}, Deleted: []string{}, Errors: []string{}}
+	client := cleanupClient(cfg, log)
+	res := &cleanupResult{Selector: cleanupSelector(cfg, *allPools), DryRun: !*yes, Servers: []cleanupServer{}, Deleted: []string{}, NotDeleted: []cleanupFailure{}, Errors: []string{}}
 	servers, err := listCleanupServers(ctx, client, cfg, *allPools, res.Selector)
 	if err != nil {
 		fmt.Fprintf(stderr, "hcloudscale cleanup: %v\n", err)
@@ -152,6 +169,10 @@ func listCleanupServers(ctx context.Context, client *hcloud.Client, cfg *config.
 	servers, err := client.Server.AllWithOpts(ctx, hcloud.ServerListOpts{
 		ListOpts: hcloud.ListOpts{LabelSelector: selector, PerPage: 50},
 	})
+	if hcloud.IsError(err, hcloud.ErrorCodeUnauthorized) {
+		return nil, fmt.Errorf("%s: the API refused the token (%w): check %s (or %s) and that the token is of this project",
+			config.EnvToken, err, config.EnvToken, config.EnvTokenFile)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing servers with label selector %q: %w", selector, err)
 	}
@@ -192,8 +213,9 @@ func reportCleanupErrors(stderr io.Writer, errs []string) int {
 
 // cleanupClient is a plain API client: cleanup must work after the
 // network, firewalls and keys are gone, so it does not build a Cluster,
-// which checks them.
-func cleanupClient(cfg *config.Config) *hcloud.Client {
+// which checks them. With --log-level debug it logs the API traffic,
+// redacted, as the Cluster's client does.
+func cleanupClient(cfg *config.Config, log *zap.Logger) *hcloud.Client {
 	endpoint := cfg.Endpoint
 	if endpoint == "" {
 		endpoint = config.DefaultEndpoint
@@ -206,6 +228,7 @@ func cleanupClient(cfg *config.Config) *hcloud.Client {
 		hcloud.WithToken(cfg.Token.Reveal()),
 		hcloud.WithEndpoint(endpoint),
 		hcloud.WithApplication("hcloudscale", version),
+		hcloud.WithHTTPClient(&http.Client{Transport: redact.NewDebugTransport(http.DefaultTransport, log.Named("api"))}),
 	)
 }
 
@@ -258,52 +281,94 @@ func printCleanupList(w io.Writer, res *cleanupResult) {
 	}
 }
 
-// deleteServers deletes servers, a bounded number at a time, and waits for
-// all delete actions together.
+// deleteServers deletes servers, a bounded number at a time, waits for
+// each one's delete action (the waiter polls them together) and reports
+// what became of each server: deleted, or still there with the reason.
+// A server counts as deleted only once its delete action succeeded or the
+// API no longer knows it; after a failed action the server is looked up,
+// since only the API knows whether it is still there.
 func deleteServers(ctx context.Context, client *hcloud.Client, servers []*hcloud.Server, res *cleanupResult, log *zap.Logger, printf func(string, ...any)) {
 	began := time.Now()
 	printf("Deleting %s...\n", plural(len(servers), "server"))
-	var (
-		mu      sync.Mutex // guards actions, deleted and res.Errors
-		actions []*hcloud.Action
-		deleted []string
-	)
-	var g errgroup.Group
-	g.SetLimit(cleanupConcurrency)
-	for _, s := range servers {
+	waiter := actionwait.New(&client.Action, actionwait.WithLogger(log))
+	defer waiter.Close()
+	outcomes := make([]error, len(servers)) // nil: deleted
+	var sent errgroup.Group
+	sent.SetLimit(cleanupConcurrency)
+	var waits sync.WaitGroup
+	for i, s := range servers {
 		if s.Status == hcloud.ServerStatusDeleting {
-			mu.Lock()
-			deleted = append(deleted, s.Name)
-			mu.Unlock()
+			// Being deleted already: wait for it like for our own.
+			waits.Go(func() { outcomes[i] = awaitDeleted(ctx, client, s, nil, waiter) })
 			continue
 		}
-		g.Go(func() error {
+		sent.Go(func() error {
 			r, _, err := client.Server.DeleteWithResult(ctx, s)
-			mu.Lock()
-			defer mu.Unlock()
 			switch {
-			case hcloud.IsError(err, hcloud.ErrorCodeNotFound):
-				deleted = append(deleted, s.Name) // gone already
+			case hcloud.IsError(err, hcloud.ErrorCodeNotFound): // gone already
 			case err != nil:
-				res.Errors = append(res.Errors, fmt.Sprintf("%s (%d): %v", s.Name, s.ID, err))
+				outcomes[i] = fmt.Errorf("delete refused, the server is still there: %w", err)
 			default:
-				actions = append(actions, r.Action)
-				deleted = append(deleted, s.Name)
+				waits.Go(func() { outcomes[i] = awaitDeleted(ctx, client, s, r.Action, waiter) })
 			}
 			return nil
 		})
 	}
-	_ = g.Wait()
+	_ = sent.Wait()
+	waits.Wait()
 
-	waiter := actionwait.New(&client.Action, actionwait.WithLogger(log))
-	defer waiter.Close()
-	if err := waiter.Wait(ctx, actions...); err != nil {
-		// The error names the actions that failed or still run.
-		res.Errors = append(res.Errors, fmt.Sprintf("waiting for the deletes: %v", err))
+	for i, s := range servers {
+		if err := outcomes[i]; err != nil {
+			res.NotDeleted = append(res.NotDeleted, cleanupFailure{ID: s.ID, Name: s.Name, Error: err.Error()})
+			res.Errors = append(res.Errors, fmt.Sprintf("%s (%d): %v", s.Name, s.ID, err))
+			printf("  not deleted  %s (%d): %v\n", s.Name, s.ID, err)
+			continue
+		}
+		res.Deleted = append(res.Deleted, s.Name)
+		printf("  deleted      %s (%d)\n", s.Name, s.ID)
 	}
-	slices.Sort(deleted)
-	res.Deleted = append(res.Deleted, deleted...)
-	if len(res.Errors) == 0 {
-		printf("Deleted %s in %s.\n", plural(len(deleted), "server"), since(began))
+	slices.Sort(res.Deleted)
+	if len(res.NotDeleted) == 0 {
+		printf("Deleted %s in %s.\n", plural(len(res.Deleted), "server"), since(began))
+	} else {
+		printf("Deleted %d of %s in %s; %d not deleted (above).\n", len(res.Deleted), plural(len(servers), "server"), since(began), len(res.NotDeleted))
+	}
+}
+
+// awaitDeleted waits for a server's delete action (nil for a delete that
+// was under way before cleanup) and returns nil once the server is gone,
+// or why it is not.
+func awaitDeleted(ctx context.Context, client *hcloud.Client, s *hcloud.Server, action *hcloud.Action, waiter *actionwait.Waiter) error {
+	var waitErr error
+	if action != nil {
+		waitErr = waiter.Wait(ctx, action)
+		if waitErr == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("still being deleted when --timeout passed (delete action %d); run cleanup again to see whether it is gone", action.ID)
+		}
+	}
+	// The action failed, or it was not ours: ask the API.
+	for {
+		cur, _, err := client.Server.GetByID(ctx, s.ID)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return errors.New("still being deleted when --timeout passed; run cleanup again to see whether it is gone")
+		case err != nil && waitErr != nil:
+			return fmt.Errorf("delete action failed (%v); looking the server up: %w", waitErr, err)
+		case err != nil:
+			return fmt.Errorf("looking the server up: %w", err)
+		case cur == nil:
+			return nil
+		case waitErr != nil:
+			return fmt.Errorf("delete action failed, the server is still there (status %s): %w", cur.Status, waitErr)
+		case cur.Status != hcloud.ServerStatusDeleting:
+			return fmt.Errorf("the delete under way before cleanup ended, the server is still there (status %s)", cur.Status)
+		}
+		select { // someone else's delete still runs
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
 }

@@ -239,6 +239,10 @@ func TestCleanupFailures(t *testing.T) {
 		t.Errorf("cleanup --yes with a refused delete: deleted %v, errors %v; want 2 deleted and 1 error", res.Deleted, res.Errors)
 	}
 
+	if len(res.NotDeleted) != 1 || !strings.Contains(res.NotDeleted[0].Error, "delete refused, the server is still there") {
+		t.Errorf("cleanup --yes with a refused delete: notDeleted %+v; want the refused server", res.NotDeleted)
+	}
+
 	for _, c := range []struct {
 		name       string
 		args       []string
@@ -255,5 +259,58 @@ func TestCleanupFailures(t *testing.T) {
 				t.Errorf("cleanup %q = %d, stderr %q; want %d and %q", c.args, r.code, r.stderr, c.wantCode, c.wantStderr)
 			}
 		})
+	}
+}
+
+// A delete action that fails leaves the server where it was: cleanup says
+// so by the server's name and does not count it as deleted.
+func TestCleanupFailedDeleteAction(t *testing.T) {
+	t.Parallel()
+	p := cleanupProject(t)
+	p.api.FailAction("delete_server", "server_error", "disk busy")
+	r := runCmd(t, runCleanup, p.env(t, nil), append([]string{"--yes", "-o", "json"}, exampleNodes...)...)
+	res := decodeJSON[cleanupResult](t, r)
+	var left []string
+	for _, n := range []string{"prod-workers-1", "prod-workers-2", "prod-arm-1"} {
+		if slices.Contains(projectNames(t, p), n) {
+			left = append(left, n)
+		}
+	}
+	if r.code != exitFailure || len(left) != 1 {
+		t.Fatalf("cleanup --yes with a failed delete action = %d, servers left %v; want %d and 1 left; stderr:\n%s", r.code, left, exitFailure, r.stderr)
+	}
+	name := left[0]
+	if slices.Contains(res.Deleted, name) || len(res.Deleted) != 2 {
+		t.Errorf("deleted = %v; want the 2 servers that are gone, not %s", res.Deleted, name)
+	}
+	if len(res.NotDeleted) != 1 || res.NotDeleted[0].Name != name || !strings.Contains(res.NotDeleted[0].Error, "delete action failed, the server is still there (status running)") ||
+		!strings.Contains(res.NotDeleted[0].Error, "disk busy") {
+		t.Errorf("notDeleted = %+v; want %s with the action's error", res.NotDeleted, name)
+	}
+	if !strings.Contains(r.stderr, name) || !strings.Contains(r.stderr, "disk busy") {
+		t.Errorf("stderr %q; want the server's name and the action's error", r.stderr)
+	}
+
+	// The table says the same, server by server.
+	p.api.FailAction("delete_server", "server_error", "disk busy")
+	r = runCmd(t, runCleanup, p.env(t, nil), append([]string{"--yes"}, exampleNodes...)...)
+	for _, want := range []string{"  not deleted  " + name, "Deleted 0 of 1 server in "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("cleanup --yes table lacks %q; output:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// --log-level debug logs the API traffic, as the flag says, without the
+// token.
+func TestCleanupDebugLogsAPITraffic(t *testing.T) {
+	t.Parallel()
+	p := cleanupProject(t)
+	r := runCmd(t, runCleanup, p.env(t, nil), append([]string{"--log-level", "debug", "-o", "json"}, exampleNodes...)...)
+	if r.code != exitOK || !strings.Contains(r.stderr, "api request") || !strings.Contains(r.stderr, "/servers?") {
+		t.Errorf("cleanup --log-level debug = %d, stderr:\n%s\nwant the listing request logged", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, p.api.Token()) {
+		t.Errorf("cleanup --log-level debug logged the token:\n%s", r.stderr)
 	}
 }

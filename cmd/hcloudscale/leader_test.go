@@ -245,6 +245,13 @@ func TestLeaderElectionHandOver(t *testing.T) {
 	if err := a.increase(3); err != nil {
 		t.Fatalf("leader NodeGroupIncreaseSize: %v", err)
 	}
+	// SIGTERM drops the claims whose create request is not sent yet
+	// (TestLeaderHandsOverFast); these three are sent and in flight.
+	for deadline := time.Now().Add(10 * time.Second); e.fake.Count("POST /servers") < 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader's creates were not sent; a:\n%s", a.stderr.String())
+		}
+	}
 	stopped := time.Now()
 	a.cancel()
 	if !b.waitLog(logLeading, testLeaseDuration) {
@@ -255,8 +262,10 @@ func TestLeaderElectionHandOver(t *testing.T) {
 	if code := a.wait(10 * time.Second); code != exitOK {
 		t.Fatalf("replica a exited with %d; want 0; stderr:\n%s", code, a.stderr.String())
 	}
-	// a released the Lease only after its creates ran: every server
-	// exists and runs, and b's first listing counted them.
+	// a released the Lease once its create requests were answered, and
+	// exited once its flows (or b's resumed ones) saw the servers run:
+	// every server exists once and runs, and b's first listing counted
+	// them.
 	servers, err := e.fake.Servers(config.LabelNodeGroup + "=workers")
 	if err != nil {
 		t.Fatal(err)
@@ -285,6 +294,13 @@ func TestLeaderElectionHandOver(t *testing.T) {
 	}
 	if err := b.increase(1); err != nil {
 		t.Fatalf("new leader NodeGroupIncreaseSize(1): %v", err)
+	}
+	// A claim whose create request is not sent yet is dropped at SIGTERM
+	// (the next leader would count it nowhere); wait until it is sent.
+	for deadline := time.Now().Add(10 * time.Second); e.fake.Count("POST /servers") < 4; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the new leader's create was not sent; b:\n%s", b.stderr.String())
+		}
 	}
 	if code := b.stop(20 * time.Second); code != exitOK {
 		t.Fatalf("replica b exited with %d; stderr:\n%s", code, b.stderr.String())

@@ -34,6 +34,15 @@ servers' creation then goes on at Hetzner; servers of a pool with a subnet range
 created stopped and must be attached and powered on by hcloudscale, so for such a pool
 scale waits for that in any case.
 
+Interrupted (Ctrl-C), it lists the servers still being created and says what happens to
+them: create requests already sent go on at Hetzner, and the servers carry the pool's
+labels. A pool with a subnet range creates its servers stopped and attaches them itself:
+they stay off and unattached until "scale" (or serve) runs again for the pool, and
+"cleanup --yes" deletes them. With -o json, "created" counts the servers that exist at
+the end ("createdServers"), "requested" what was asked for; "deleted" names the servers
+the API no longer shows, "notDeleted" those it still shows (being deleted, or kept by a
+failed delete).
+
 Do not scale a pool by hand while an autoscaler manages it: the autoscaler may undo it.
 
 Shrinking prints the servers it deletes before deleting them. Only the pool's servers are
@@ -51,19 +60,28 @@ Flags:
 
 // scaleResult is the output of scale.
 type scaleResult struct {
-	Pool     string   `json:"pool"`
-	From     int      `json:"from"`
-	To       int      `json:"to"`
-	Created  int      `json:"created"`
-	Deleted  []string `json:"deleted"`
-	Waited   bool     `json:"waited"`
-	Seconds  float64  `json:"seconds"`
-	Target   int      `json:"target"`
-	Running  int      `json:"running"`
-	Creating int      `json:"creating"`
-	Deleting int      `json:"deleting"`
-	Failed   int      `json:"failed"`
-	Errors   []string `json:"errors"`
+	Pool string `json:"pool"`
+	From int    `json:"from"`
+	To   int    `json:"to"`
+	// Requested is how many servers the scale-up asked for; Created how
+	// many of them exist at the end (running or still being created),
+	// by name in CreatedServers.
+	Requested      int      `json:"requested"`
+	Created        int      `json:"created"`
+	CreatedServers []string `json:"createdServers"`
+	// Deleted names the servers the scale-down deleted that are gone;
+	// NotDeleted those that are still there (being deleted, or back
+	// after a failed delete).
+	Deleted    []string `json:"deleted"`
+	NotDeleted []string `json:"notDeleted"`
+	Waited     bool     `json:"waited"`
+	Seconds    float64  `json:"seconds"`
+	Target     int      `json:"target"`
+	Running    int      `json:"running"`
+	Creating   int      `json:"creating"`
+	Deleting   int      `json:"deleting"`
+	Failed     int      `json:"failed"`
+	Errors     []string `json:"errors"`
 }
 
 // runScale is "hcloudscale scale POOL N".
@@ -171,6 +189,10 @@ type scaler struct {
 	cluster *hcloudscale.Cluster
 	pool    *pool.Pool
 	out     io.Writer
+	// found holds the claims without a server ID whose server the API
+	// showed after an interruption: their create request was answered
+	// too late for the pool to hear of it.
+	found map[string]bool
 }
 
 // pollEvery is how often scale looks at the pool while it waits; it reads
@@ -180,11 +202,42 @@ const pollEvery = 100 * time.Millisecond
 func (s *scaler) scale(ctx context.Context, n int, wait bool, timeout time.Duration) (*scaleResult, error) {
 	p := s.pool
 	began := time.Now()
-	res := &scaleResult{Pool: p.Name(), From: p.TargetSize(), To: n, Deleted: []string{}, Errors: []string{}}
+	res := &scaleResult{Pool: p.Name(), From: p.TargetSize(), To: n, CreatedServers: []string{}, Deleted: []string{}, NotDeleted: []string{}, Errors: []string{}}
+	before := map[string]bool{}
+	for _, in := range p.Instances() {
+		before[in.Name] = true
+	}
 	defer func() {
+		// What exists, not what was asked for: a failed create's
+		// server is deleted by its flow.
+		if res.Requested > 0 {
+			for _, in := range p.Instances() {
+				if (in.ServerID != 0 || s.found[in.Name]) && in.Error == nil && in.State != pool.Deleting && !before[in.Name] {
+					res.CreatedServers = append(res.CreatedServers, in.Name)
+				}
+			}
+			slices.Sort(res.CreatedServers)
+			res.Created = len(res.CreatedServers)
+		}
+		// What is gone, as the API says, not what was asked to go; the
+		// pool shows a server whose delete it has not seen end as
+		// deleting. A server that cannot be looked up counts as there.
+		if len(res.Deleted) > 0 {
+			lookCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			asked := res.Deleted
+			res.Deleted = []string{}
+			for _, name := range asked {
+				if srv, _, err := s.cluster.Client().Server.GetByName(lookCtx, name); err != nil || srv != nil {
+					res.NotDeleted = append(res.NotDeleted, name)
+				} else {
+					res.Deleted = append(res.Deleted, name)
+				}
+			}
+		}
 		st := p.Status()
 		res.Seconds = time.Since(began).Seconds()
-		res.Target, res.Running, res.Creating, res.Deleting, res.Failed = st.Target, st.Running, st.Creating, st.Deleting, st.Failed
+		res.Target, res.Running, res.Creating, res.Deleting, res.Failed = st.Target, st.Running, creatingOnly(st), st.Deleting, st.Failed
 	}()
 
 	var err error
@@ -205,6 +258,9 @@ func (s *scaler) scale(ctx context.Context, n int, wait bool, timeout time.Durat
 	res.Waited = wait
 	err = s.watch(ctx, sizeReached(p.Name(), res, n, wait))
 	s.dropFailedCreates(ctx)
+	if errors.Is(err, context.Canceled) {
+		return res, s.interrupted(n)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -216,13 +272,72 @@ func (s *scaler) scale(ctx context.Context, n int, wait bool, timeout time.Durat
 	return res, nil
 }
 
+// interrupted says what an interrupted scale leaves under way and what
+// the next command does about it. Create requests already sent go on at
+// Hetzner; their servers carry the pool's labels, so the next command that
+// manages the pool adopts them. A pool with a subnet range creates its
+// servers stopped and attaches them itself: those are left off, not
+// attached, until a command that manages the pool resumes them.
+func (s *scaler) interrupted(n int) error {
+	p := s.pool
+	var sent, unsent, deleting []string
+	// A create request in flight at the interruption may have created
+	// its server all the same: ask the API, briefly, whatever the
+	// interrupted context says.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.found = map[string]bool{}
+	for _, in := range p.Instances() {
+		switch {
+		case in.Error != nil:
+		case in.State == pool.Creating && in.ServerID != 0:
+			sent = append(sent, in.Name)
+		case in.State == pool.Creating:
+			if srv, _, err := s.cluster.Client().Server.GetByName(ctx, in.Name); err == nil && srv != nil {
+				s.found[in.Name] = true
+				sent = append(sent, in.Name)
+				continue
+			}
+			unsent = append(unsent, in.Name)
+		case in.State == pool.Deleting:
+			deleting = append(deleting, in.Name)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "pool %s: interrupted before the pool reached %d servers", p.Name(), n)
+	if len(sent)+len(unsent)+len(deleting) == 0 {
+		b.WriteString("; nothing is under way")
+		return errors.New(b.String())
+	}
+	if len(sent) > 0 {
+		fmt.Fprintf(&b, "\n%s still being created at Hetzner: %s", plural(len(sent), "server"), strings.Join(sent, ", "))
+		if p.Config().SubnetIPRange.IsValid() {
+			fmt.Fprintf(&b, "\nthe pool has a subnet range: its servers are created stopped and hcloudscale attaches them to the network and powers them on, "+
+				"so these stay off and unattached (and are paid for) until a command that manages the pool finishes them: "+
+				"run \"hcloudscale scale %s %d\" again (or serve) to finish them, within %s of their creation for one that was attached already "+
+				"(an older attached, stopped server is left alone), or \"hcloudscale cleanup --yes\" to delete the pool's servers",
+				p.Name(), n, s.cluster.Config().CreationTimeout)
+		} else {
+			fmt.Fprintf(&b, "\nHetzner finishes them; they carry the pool's labels, so the next \"hcloudscale scale %s\" or the autoscaler counts them", p.Name())
+		}
+	}
+	if len(unsent) > 0 {
+		fmt.Fprintf(&b, "\n%s not created (the create request was not sent, or the server did not exist yet when looked up; one that shows up later carries the pool's labels and is adopted by the next command): %s",
+			plural(len(unsent), "server"), strings.Join(unsent, ", "))
+	}
+	if len(deleting) > 0 {
+		fmt.Fprintf(&b, "\n%s being deleted: Hetzner finishes the deletes: %s", plural(len(deleting), "server"), strings.Join(deleting, ", "))
+	}
+	return errors.New(b.String())
+}
+
 // grow asks the pool for the servers up to n.
 func (s *scaler) grow(ctx context.Context, res *scaleResult, n int) error {
 	p, from := s.pool, res.From
 	if err := p.IncreaseSize(ctx, n-from); err != nil {
 		return fmt.Errorf("pool %s: %w", p.Name(), err)
 	}
-	res.Created = n - from
+	res.Requested = n - from
 	fmt.Fprintf(s.out, "%s: creating %s (target %d -> %d)\n", p.Name(), plural(n-from, "server"), from, n)
 	return nil
 }
@@ -336,7 +451,7 @@ func statusLine(st pool.Status) string {
 	for _, c := range []struct {
 		n    int
 		what string
-	}{{st.Running, "running"}, {st.Creating, "creating"}, {st.Deleting, "deleting"}, {st.Failed, "failed"}} {
+	}{{st.Running, "running"}, {creatingOnly(st), "creating"}, {st.Deleting, "deleting"}, {st.Failed, "failed"}} {
 		if c.n > 0 {
 			fmt.Fprintf(&b, ", %d %s", c.n, c.what)
 		}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
 	"slices"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
+	"github.com/hcloudscale/hcloudscale/pool"
 )
 
 // serversOf returns the names and statuses of a pool's servers in the
@@ -36,14 +39,21 @@ func TestScaleUpAndDown(t *testing.T) {
 		t.Fatalf("scale workers 3 = %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
 	}
 	res := decodeJSON[scaleResult](t, r)
-	want := scaleResult{Pool: "workers", From: 0, To: 3, Created: 3, Deleted: []string{}, Waited: true,
+	want := scaleResult{Pool: "workers", From: 0, To: 3, Requested: 3, Created: 3, Deleted: []string{}, NotDeleted: []string{}, Waited: true,
 		Target: 3, Running: 3, Errors: []string{}}
-	if diff := cmp.Diff(want, res, cmpopts.IgnoreFields(scaleResult{}, "Seconds")); diff != "" {
+	if diff := cmp.Diff(want, res, cmpopts.IgnoreFields(scaleResult{}, "Seconds", "CreatedServers")); diff != "" {
 		t.Errorf("scale workers 3 (-want +got):\n%s", diff)
 	}
 	servers := serversOf(t, p, "workers")
 	if len(servers) != 3 {
 		t.Fatalf("after scale workers 3 the project has %d workers, want 3", len(servers))
+	}
+	var names []string
+	for _, s := range servers {
+		names = append(names, s.Name)
+	}
+	if diff := cmp.Diff(names, res.CreatedServers, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("scale workers 3 createdServers (-want +got):\n%s", diff)
 	}
 	for _, s := range servers {
 		// The example pool has a subnet: created stopped, attached, powered on.
@@ -227,5 +237,110 @@ func TestScaleToZeroOfAnUnnamedCluster(t *testing.T) {
 	}
 	if n := len(serversOf(t, p, "workers")); n != 0 {
 		t.Errorf("after scale to 0 the project has %d workers; want 0", n)
+	}
+}
+
+// A failed creation is in state Creating and has an error: progress counts
+// it once, as failed.
+func TestStatusLineCountsFailedCreationsOnce(t *testing.T) {
+	failed := pool.Instance{Name: "workers-1", State: pool.Creating, Error: &pool.ErrorInfo{Class: pool.Other, Code: pool.CodeNotStarted}}
+	st := pool.Status{Target: 2, Creating: 2, Failed: 1, Errors: []pool.Instance{failed}}
+	if got, want := statusLine(st), "target 2, 1 creating, 1 failed"; got != want {
+		t.Errorf("statusLine(%+v) = %q; want %q", st, got, want)
+	}
+}
+
+// scale -o json reports the servers that exist: none when every create
+// failed.
+func TestScaleJSONCountsServersThatExist(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	p.api.SetUnavailable("cpx31", "fsn1", true)
+	r := runCmd(t, runScale, simpleConfigEnv(t, p), "workers", "2", "-o", "json", "--nodes=0:5:cpx31:fsn1:workers")
+	res := decodeJSON[scaleResult](t, r)
+	if r.code != exitFailure || res.Requested != 2 || res.Created != 0 || len(res.CreatedServers) != 0 || len(res.Errors) != 2 {
+		t.Errorf("scale with every create failing = %d, %+v; want %d, 2 requested, 0 created, 2 errors", r.code, res, exitFailure)
+	}
+}
+
+// interruptWhen runs scale with a context that ends (as on Ctrl-C) once
+// ready says so.
+func interruptWhen(t *testing.T, env config.Env, ready func() bool, args ...string) ran {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		for !ready() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		cancel()
+	}()
+	var stdout, stderr bytes.Buffer
+	code := runScale(ctx, args, &stdout, &stderr, env)
+	return ran{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// Ctrl-C during a scale-up says which servers are still being created and
+// what the next command does with them, instead of "context canceled".
+func TestScaleInterrupted(t *testing.T) {
+	t.Parallel()
+	t.Run("plain pool", func(t *testing.T) {
+		t.Parallel()
+		p := newFakeProject(t, hcloudtest.WithActionDuration("create_server", time.Hour))
+		r := interruptWhen(t, simpleConfigEnv(t, p), func() bool { return len(serversOf(t, p, "workers")) == 2 },
+			"workers", "2", "-o", "json", "--nodes=0:5:cpx31:fsn1:workers")
+		res := decodeJSON[scaleResult](t, r)
+		servers := serversOf(t, p, "workers")
+		if r.code != exitFailure || res.Created != 2 || len(servers) != 2 {
+			t.Fatalf("interrupted scale = %d, created %d, %d servers; want %d, 2, 2; stderr:\n%s", r.code, res.Created, len(servers), exitFailure, r.stderr)
+		}
+		for _, want := range []string{"pool workers: interrupted before the pool reached 2 servers", "2 servers still being created at Hetzner: ",
+			servers[0].Name, servers[1].Name, `Hetzner finishes them; they carry the pool's labels, so the next "hcloudscale scale workers" or the autoscaler counts them`} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("interrupted scale: stderr lacks %q:\n%s", want, r.stderr)
+			}
+		}
+		if strings.Contains(r.stderr, "context canceled") {
+			t.Errorf("interrupted scale: stderr says only %q:\n%s", "context canceled", r.stderr)
+		}
+	})
+	t.Run("subnet pool", func(t *testing.T) {
+		t.Parallel()
+		// The servers are created stopped; attaching them takes an hour.
+		p := newFakeProject(t, hcloudtest.WithDefaultActionDuration(0), hcloudtest.WithActionDuration("attach_to_network", time.Hour))
+		r := interruptWhen(t, p.env(t, nil), func() bool { return len(serversOf(t, p, "workers")) == 1 },
+			append([]string{"workers", "1"}, exampleNodes...)...)
+		for _, want := range []string{"1 server still being created at Hetzner: workers-",
+			`these stay off and unattached (and are paid for) until a command that manages the pool finishes them: run "hcloudscale scale workers 1" again (or serve) to finish them, within 5m0s of their creation`,
+			`or "hcloudscale cleanup --yes" to delete the pool's servers`} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("interrupted scale of a subnet pool: stderr lacks %q:\n%s", want, r.stderr)
+			}
+		}
+	})
+}
+
+// scale -o json lists as deleted only the servers that are gone: a server
+// whose delete action failed is still there.
+func TestScaleJSONDeletedAreGone(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t, hcloudtest.WithDefaultActionDuration(0))
+	env := simpleConfigEnv(t, p)
+	if r := runCmd(t, runScale, env, "workers", "2", "--nodes=0:5:cpx31:fsn1:workers"); r.code != exitOK {
+		t.Fatalf("scale workers 2 = %d; stderr:\n%s", r.code, r.stderr)
+	}
+	p.api.FailAction("delete_server", "server_error", "disk busy")
+	r := runCmd(t, runScale, env, "workers", "0", "-o", "json", "--timeout=2s", "--nodes=0:5:cpx31:fsn1:workers")
+	res := decodeJSON[scaleResult](t, r)
+	left := serversOf(t, p, "workers")
+	if r.code != exitFailure || len(left) != 1 {
+		t.Fatalf("scale workers 0 with a failed delete = %d, %d left; want %d, 1 left; stderr:\n%s", r.code, len(left), exitFailure, r.stderr)
+	}
+	if len(res.Deleted) != 1 || slices.Contains(res.Deleted, left[0].Name) || !slices.Equal(res.NotDeleted, []string{left[0].Name}) {
+		t.Errorf("scale workers 0: deleted %v, notDeleted %v; want the gone server deleted and %s not; stderr:\n%s", res.Deleted, res.NotDeleted, left[0].Name, r.stderr)
 	}
 }

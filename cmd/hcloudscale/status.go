@@ -5,8 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
@@ -20,7 +23,8 @@ func statusHelp(fs *flag.FlagSet) func(io.Writer) {
 
 Shows each pool as the autoscaler sees it: min, max and target size, its servers by
 state, the instances that need attention with their errors (servers that never started,
-servers in status unknown), whether the pool's server type can be ordered in its location,
+servers in status unknown, stopped servers of a subnet pool that are not attached to the
+network: an interrupted create, shown as creating), whether the pool's server type can be ordered in its location,
 the servers that differ from what the pool's configuration would create now (server type,
 location, image, placement group, network, firewalls, labels, user data: nothing replaces
 them by itself), and the API rate-limit budget left. With --serve-metrics it also says
@@ -57,8 +61,8 @@ type poolStatus struct {
 	Running    int    `json:"running"`
 	Creating   int    `json:"creating"`
 	Deleting   int    `json:"deleting"`
-	// Failed counts the instances with an error; they are also counted
-	// by their state.
+	// Failed counts the failed creations (instances with an error);
+	// Creating leaves them out, so that each instance is counted once.
 	Failed        int `json:"failed"`
 	PendingClaims int `json:"pendingClaims"`
 	// Drifted counts the servers that differ from the pool's
@@ -85,8 +89,11 @@ type instanceStatus struct {
 	Drift []string `json:"drift,omitempty"`
 }
 
+// errorStatus is an instance's error info; for a server in Hetzner status
+// unknown, which is no failure (it counts as running and is never deleted
+// for it), it has the code unknown-status and no class.
 type errorStatus struct {
-	Class   string `json:"class"`
+	Class   string `json:"class,omitempty"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
@@ -192,6 +199,9 @@ func clusterStatus(ctx context.Context, c *hcloudscale.Cluster) (*statusResult, 
 	}
 	for _, p := range c.Pools() {
 		ps := newPoolStatus(p, byName[p.Config().ServerType])
+		if err := markUnfinished(ctx, c, p, &ps); err != nil {
+			return nil, err
+		}
 		addDrift(&ps, drift[p.Name()])
 		res.Pools = append(res.Pools, ps)
 	}
@@ -205,7 +215,7 @@ func newPoolStatus(p *pool.Pool, t *servercache.ServerType) poolStatus {
 	ps := poolStatus{
 		Name: p.Name(), ServerType: pc.ServerType, Location: pc.Location,
 		MinSize: st.MinSize, MaxSize: st.MaxSize, Target: st.Target,
-		Running: st.Running, Creating: st.Creating, Deleting: st.Deleting, Failed: st.Failed,
+		Running: st.Running, Creating: creatingOnly(st), Deleting: st.Deleting, Failed: st.Failed,
 		PendingClaims: st.PendingClaims,
 		Offering:      offering(t, pc.Location),
 		Instances:     []instanceStatus{},
@@ -251,10 +261,77 @@ func addDrift(ps *poolStatus, drift []pool.Drift) {
 
 func newInstanceStatus(in pool.Instance) instanceStatus {
 	is := instanceStatus{ID: in.ID, Name: in.Name, ServerID: in.ServerID, State: in.State.String(), Status: string(in.Status)}
-	if in.Error != nil {
+	switch {
+	case in.Error != nil:
 		is.Error = &errorStatus{Class: in.Error.Class.String(), Code: in.Error.Code, Message: in.Error.Message}
+	case in.Status == hcloud.ServerStatusUnknown:
+		is.Error = &errorStatus{Code: codeUnknownStatus,
+			Message: "Hetzner reports the server's status as unknown; it counts as running and is not deleted for it"}
 	}
 	return is
+}
+
+// codeUnfinished marks a server of a subnet pool that is off and not
+// attached to the network: a create flow that was interrupted.
+const codeUnfinished = "unfinished-create"
+
+// markUnfinished shows the servers of a subnet pool that are off and not
+// attached to the pool's network as creating, not running: the pool
+// creates its servers stopped and attaches them before it powers them on,
+// so such a server is a create that an interrupted process left half
+// done, and has never run. status does not resume creates; it says what
+// does. It looks up each stopped server of such a pool (one request each).
+func markUnfinished(ctx context.Context, c *hcloudscale.Cluster, p *pool.Pool, ps *poolStatus) error {
+	pc := p.Config()
+	if !pc.SubnetIPRange.IsValid() || pc.Network == "" {
+		return nil
+	}
+	var network *hcloud.Network
+	for i := range ps.Instances {
+		in := &ps.Instances[i]
+		if in.State != pool.Running.String() || in.Status != string(hcloud.ServerStatusOff) || in.Error != nil {
+			continue
+		}
+		if network == nil {
+			n, _, err := c.Client().Network.Get(ctx, pc.Network)
+			if err != nil {
+				return fmt.Errorf("pool %s: looking up network %q: %w", p.Name(), pc.Network, err)
+			}
+			if n == nil {
+				return nil // checked at the start; gone since
+			}
+			network = n
+		}
+		srv, _, err := c.Client().Server.GetByID(ctx, in.ServerID)
+		if err != nil {
+			return fmt.Errorf("pool %s: looking up server %s: %w", p.Name(), in.Name, err)
+		}
+		if srv == nil || slices.ContainsFunc(srv.PrivateNet, func(pn hcloud.ServerPrivateNet) bool { return pn.Network != nil && pn.Network.ID == network.ID }) {
+			continue
+		}
+		in.State = pool.Creating.String()
+		in.Error = &errorStatus{Code: codeUnfinished, Message: fmt.Sprintf(
+			"created stopped and not attached to network %s: an interrupted create; \"hcloudscale scale %s <N>\" or serve finishes it (attach, power on), \"hcloudscale cleanup --yes\" deletes it",
+			pc.Network, p.Name())}
+		ps.Running--
+		ps.Creating++
+	}
+	return nil
+}
+
+// codeUnknownStatus marks a server in Hetzner status unknown.
+const codeUnknownStatus = "unknown-status"
+
+// creatingOnly counts the instances being created without the failed
+// creations, which are in state Creating too but counted as failed.
+func creatingOnly(st pool.Status) int {
+	n := st.Creating
+	for _, in := range st.Errors {
+		if in.State == pool.Creating {
+			n--
+		}
+	}
+	return n
 }
 
 // offering says whether the catalogue offers the type in the location.
@@ -296,7 +373,7 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 			}
 			errText := "-"
 			if in.Error != nil {
-				errText = fmt.Sprintf("%s %s: %s", in.Error.Class, in.Error.Code, in.Error.Message)
+				errText = strings.TrimSpace(in.Error.Class+" "+in.Error.Code) + ": " + in.Error.Message
 			}
 			rows = append(rows, []any{p.Name, in.Name, in.ID, in.State, orDash(in.Status), errText})
 		}

@@ -47,6 +47,9 @@ func TestStatus(t *testing.T) {
 		// Left behind mid-create by a restart: never ran.
 		hcloudtest.ServerInfo{Name: "workers-3", ServerType: "cpx31", Status: hcloud.ServerStatusInitializing, Created: hourAgo, Labels: poolLabels("workers", "prod")},
 		hcloudtest.ServerInfo{Name: "workers-4", ServerType: "cpx31", Status: hcloud.ServerStatusUnknown, Labels: poolLabels("workers", "prod")},
+		// Created stopped and never attached to the subnet pool's
+		// network (an interrupted scale): not running.
+		hcloudtest.ServerInfo{Name: "workers-5", ServerType: "cpx31", Status: hcloud.ServerStatusOff, Labels: poolLabels("workers", "prod")},
 		hcloudtest.ServerInfo{Name: "arm-1", ServerType: "cax21", Location: "nbg1", Labels: poolLabels("arm-batch", "prod")},
 		// Not this cluster's.
 		hcloudtest.ServerInfo{Name: "staging-workers-1", ServerType: "cpx31", Labels: poolLabels("workers", "staging")},
@@ -59,7 +62,7 @@ func TestStatus(t *testing.T) {
 	}
 	res := decodeJSON[statusResult](t, r)
 	want := []poolStatus{
-		{Name: "workers", ServerType: "cpx31", Location: "fsn1", MinSize: 0, MaxSize: 10, Target: 4,
+		{Name: "workers", ServerType: "cpx31", Location: "fsn1", MinSize: 0, MaxSize: 10, Target: 5,
 			Running: 3, Creating: 1, Failed: 1, Offering: "available"},
 		{Name: "arm-batch", ServerType: "cax21", Location: "nbg1", MinSize: 0, MaxSize: 5, Target: 1,
 			Running: 1, Offering: "available"},
@@ -86,9 +89,10 @@ func TestStatus(t *testing.T) {
 		{"workers-1", "running", "running", ""},
 		{"workers-2", "running", "running", ""},
 		{"workers-3", "creating", "initializing", "Other/not-started"},
-		// Not a failed creation: no error info, or the autoscaler
-		// would count it neither registered nor unregistered.
-		{"workers-4", "running", "unknown", ""},
+		// Not a failed creation: running, with a code but no class
+		// (the autoscaler gets no error info for it).
+		{"workers-4", "running", "unknown", "/unknown-status"},
+		{"workers-5", "creating", "off", "/unfinished-create"},
 	}
 	if diff := cmp.Diff(wantInst, got); diff != "" {
 		t.Errorf("status workers instances (-want +got):\n%s", diff)
@@ -104,6 +108,9 @@ func TestStatus(t *testing.T) {
 		"Instances with errors\n",
 		"workers-3",
 		"Other not-started: ",
+		"workers-4",
+		"unknown-status: Hetzner reports the server's status as unknown",
+		`unfinished-create: created stopped and not attached to network k8s: an interrupted create; "hcloudscale scale workers <N>" or serve finishes it`,
 		"API budget: ",
 	} {
 		if !strings.Contains(r.stdout, want) {

@@ -163,6 +163,21 @@ func TestValidateProblems(t *testing.T) {
 			want: []problem{{"--nodes[1] (arm-batch)", `server type "cax21" is not available in location "nbg1" (sold out); scale-ups of the pool fail at once until the catalogue offers it again`}},
 		},
 		{
+			name: "a quote left open in a template action: position, not the join token",
+			extra: map[string]string{config.EnvClusterConfigFile: "", config.EnvClusterConfig: b64(`{"cloudInitTemplate": true, "nodeConfigs": {"workers": {
+				"cloudInit": "#cloud-config\nruncmd:\n- <% if eq .Arch 'arm64 %>arm<% end %> && kubeadm join --token abcdef.0123456789abcdef'\n"}}}`)},
+			nodes: []string{"--nodes=0:10:cpx31:fsn1:workers"},
+			want: []problem{{"nodeConfigs.workers.cloudInit",
+				"template: line 3, column 18: a character constant (') opened in this action runs past its %>; close it before the %>"}},
+		},
+		{
+			name:  "gzip-compressed legacy cloud-init",
+			extra: map[string]string{config.EnvClusterConfigFile: "", config.EnvCloudInit: b64("\x1f\x8b\x08\x00gzip"), config.EnvImage: "ubuntu-24.04"},
+			nodes: []string{"--nodes=0:10:cpx31:fsn1:workers"},
+			want: []problem{{"HCLOUD_CLOUD_INIT",
+				"cloud-init is gzip-compressed; Hetzner's API carries user data as text (a JSON string), so send it uncompressed"}},
+		},
+		{
 			name:  "placement group too small",
 			nodes: []string{"--nodes=0:11:cpx31:fsn1:workers", "--nodes=0:5:cax21:hel1:arm-batch-hel1"},
 			want: []problem{{"nodeConfigs.workers.placementGroup",
@@ -244,8 +259,15 @@ func TestValidateWrongToken(t *testing.T) {
 	t.Parallel()
 	p := newFakeProject(t, hcloudtest.WithToken("right"))
 	r := runCmd(t, runValidate, p.env(t, map[string]string{config.EnvToken: "wrong"}), append([]string{"--online"}, exampleNodes...)...)
-	if r.code != exitFailure || !strings.Contains(r.stdout, "unauthorized") {
-		t.Errorf("validate --online with a wrong token = %d, stdout %q; want %d and unauthorized", r.code, r.stdout, exitFailure)
+	want := "1 problem:\n  HCLOUD_TOKEN: the API refused the token (unable to authenticate, unauthorized): check HCLOUD_TOKEN (or HCLOUD_TOKEN_FILE) and that the token is of this project\n"
+	if r.code != exitFailure || !strings.Contains(r.stdout, want) || strings.Contains(r.stdout, "listing server types: listing server types") {
+		t.Errorf("validate --online with a wrong token = %d, stdout %q; want %d and one problem %q", r.code, r.stdout, exitFailure, want)
+	}
+	for name, cmd := range map[string]subcommand{"status": runStatus, "cleanup": runCleanup} {
+		r := runCmd(t, cmd, p.env(t, map[string]string{config.EnvToken: "wrong"}), exampleNodes...)
+		if r.code != exitFailure || !strings.Contains(r.stderr, "HCLOUD_TOKEN: the API refused the token") || strings.Count(r.stderr, "unauthorized") != 1 {
+			t.Errorf("%s with a wrong token = %d, stderr %q; want %d and one problem naming HCLOUD_TOKEN", name, r.code, r.stderr, exitFailure)
+		}
 	}
 	if strings.Contains(r.stdout+r.stderr, "wrong") {
 		t.Errorf("validate printed the token:\n%s%s", r.stdout, r.stderr)
