@@ -103,6 +103,7 @@ func (p *Pool) Drift(ctx context.Context) ([]Drift, error) {
 		return st.Arch
 	}
 	var out []Drift
+	staticHash := "" // of a cloudInit that is not a template, once known
 	for _, s := range servers {
 		d := Drift{ServerID: s.ID, Name: s.Name}
 		if s.ServerType != cfg.ServerType {
@@ -156,6 +157,14 @@ func (p *Pool) Drift(ctx context.Context) ([]Drift, error) {
 		switch got := s.Labels[config.LabelUserDataHash]; {
 		case got == "":
 			d.UserDataUnknown = true
+		case set.cloudInit == nil:
+			// Sent as written: one hash for every server.
+			if staticHash == "" {
+				staticHash = UserDataHash(cfg.CloudInit.Reveal())
+			}
+			if staticHash != got {
+				d.add(DriftUserData, "user data differs from the pool's cloud-init")
+			}
 		case a != "":
 			userData, err := p.userData(set, s.Name, a)
 			if err == nil && UserDataHash(userData) != got {
