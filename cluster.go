@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
@@ -27,7 +28,6 @@ import (
 // listing, one server-type catalogue, one image resolver and one action
 // poller. Its methods are safe for concurrent use.
 type Cluster struct {
-	cfg    *config.Config
 	client *hcloud.Client
 	pacer  *pacer.Pacer
 	log    *zap.Logger
@@ -37,9 +37,16 @@ type Cluster struct {
 	images  *imageresolve.Resolver
 	waiter  *actionwait.Waiter
 
-	pools    []*pool.Pool
-	byName   map[string]*pool.Pool
-	warnings []string
+	// pools holds the configuration and its pools; Reconfigure replaces
+	// it whole, under reconfigureMu.
+	pools         atomic.Pointer[poolSet]
+	reconfigureMu sync.Mutex      // also guards closed
+	closed        bool            // Close has begun: Reconfigure adds no pool
+	opts          options         // what New was given, for pools added later
+	offerings     *pool.Offerings // shared by all pools
+	reload        *reloader       // nil without WithReload
+	drift         driftState
+	warnings      []string
 
 	lenient    bool        // offer problems are warnings (WithLenientChecks)
 	noResume   bool        // unfinished create flows are left alone (WithoutResume)
@@ -79,9 +86,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		}
 	}
 	c := &Cluster{
-		cfg:        cfg,
 		log:        o.logger,
-		byName:     map[string]*pool.Pool{},
+		opts:       o,
 		warnings:   slices.Clone(cfg.Warnings),
 		lenient:    o.lenient,
 		noResume:   o.noResume,
@@ -104,7 +110,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 		imageresolve.WithLogger(o.logger),
 	)
 	c.presence = newPresenceCache(&c.client.Server, o.clock)
-	err := c.start(ctx, &o)
+	c.storePools(&poolSet{cfg: cfg, byName: map[string]*pool.Pool{}})
+	err := c.start(ctx, cfg, &o)
 	// The warnings found so far are logged whether or not the Cluster
 	// starts: they may explain why it did not.
 	for _, w := range c.warnings {
@@ -123,7 +130,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 // start registers the Cluster's metrics, checks the configuration against
 // the API and builds the waiter and the pools. On error the caller closes
 // the Cluster.
-func (c *Cluster) start(ctx context.Context, o *options) error {
+func (c *Cluster) start(ctx context.Context, cfg *config.Config, o *options) error {
 	// The collectors of the waiter, the pools and the offerings, registered
 	// here so that a conflict on the registerer fails New; they register
 	// again through the same registerer and reuse these.
@@ -133,7 +140,14 @@ func (c *Cluster) start(ctx context.Context, o *options) error {
 	if err := c.registerMetrics(o.registerer); err != nil {
 		return err
 	}
-	refs, soldOut, err := c.check(ctx)
+	if err := c.registerReload(o); err != nil {
+		return err
+	}
+	if err := c.registerDrift(o.registerer); err != nil {
+		return err
+	}
+	refs, soldOut, warnings, err := c.check(ctx, cfg)
+	c.warnings = append(c.warnings, warnings...)
 	if err != nil {
 		return err
 	}
@@ -143,34 +157,48 @@ func (c *Cluster) start(ctx context.Context, o *options) error {
 		actionwait.WithRegisterer(o.registerer),
 		actionwait.WithClock(o.clock),
 	)
-	offerings, err := pool.NewOfferings(o.clock, o.registerer)
-	if err != nil {
+	if c.offerings, err = pool.NewOfferings(o.clock, o.registerer); err != nil {
 		return err
 	}
+	c.markSoldOut(soldOut)
+	set := &poolSet{cfg: cfg, byName: map[string]*pool.Pool{}}
+	// Stored as the pools are built, so that Close closes those built
+	// when a later one fails.
+	for _, pc := range cfg.Pools {
+		p, err := c.newPool(cfg, pc, refs)
+		if err != nil {
+			return err
+		}
+		set = set.with(p)
+		c.storePools(set)
+	}
+	return nil
+}
+
+// newPool builds the pool pc of cfg with the Cluster's shared parts.
+func (c *Cluster) newPool(cfg *config.Config, pc config.Pool, refs *references) (*pool.Pool, error) {
+	o := &c.opts
+	return pool.New(pc, c.poolDeps(&pc, refs),
+		pool.WithLogger(o.logger),
+		pool.WithClock(o.clock),
+		pool.WithRegisterer(o.registerer),
+		pool.WithOfferings(c.offerings),
+		pool.WithClusterName(cfg.ClusterName),
+		pool.WithCreateConcurrency(o.createConcurrency),
+		pool.WithDeleteConcurrency(o.deleteConcurrency),
+		pool.WithCreationTimeout(cfg.CreationTimeout),
+	)
+}
+
+// markSoldOut starts the pools whose server type the catalogue shows sold
+// out in their location as after a capacity error.
+func (c *Cluster) markSoldOut(soldOut []*config.Pool) {
 	for _, p := range soldOut {
-		offerings.MarkUnavailable(pool.UnavailableError{
+		c.offerings.MarkUnavailable(pool.UnavailableError{
 			ServerType: p.ServerType, Location: p.Location, Code: pool.CodeServerTypeUnavailable,
 			Message: fmt.Sprintf("server type %s is not available in location %s", p.ServerType, p.Location),
 		}, pool.DefaultUnavailableTTL)
 	}
-	for _, pc := range c.cfg.Pools {
-		p, err := pool.New(pc, c.poolDeps(&pc, refs),
-			pool.WithLogger(o.logger),
-			pool.WithClock(o.clock),
-			pool.WithRegisterer(o.registerer),
-			pool.WithOfferings(offerings),
-			pool.WithClusterName(c.cfg.ClusterName),
-			pool.WithCreateConcurrency(o.createConcurrency),
-			pool.WithDeleteConcurrency(o.deleteConcurrency),
-			pool.WithCreationTimeout(c.cfg.CreationTimeout),
-		)
-		if err != nil {
-			return err
-		}
-		c.pools = append(c.pools, p)
-		c.byName[pc.Name] = p
-	}
-	return nil
 }
 
 // registerMetrics registers the rate-limit budget and the staleness of the
@@ -273,13 +301,6 @@ func newClient(cfg *config.Config, o *options) (*hcloud.Client, *pacer.Pacer) {
 	return hcloud.NewClient(copts...), p
 }
 
-// check resolves the references and verifies server types, images and
-// placement-group room, reporting every problem at once. A shortage is not
-// a problem of the configuration: a pool whose server type the catalogue
-// marks unavailable in its location is returned in soldOut, to start with
-// its offering marked unavailable, and named in a warning; so is a
-// placement group without room for the pools' max sizes. Both are capacity
-// errors at runtime as well.
 // refusedToken turns a token the API refuses, which fails every lookup,
 // into one problem of the setting, instead of one per lookup; nil if err
 // holds no such refusal.
@@ -292,9 +313,16 @@ func refusedToken(err error) error {
 		apiErr.Message, apiErr.Code, config.EnvToken, config.EnvTokenFile)
 }
 
-func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*config.Pool, err error) {
+// check resolves the references and verifies server types, images and
+// placement-group room, reporting every problem at once. A shortage is not
+// a problem of the configuration: a pool whose server type the catalogue
+// marks unavailable in its location is returned in soldOut, to start with
+// its offering marked unavailable, and named in a warning; so is a
+// placement group without room for the pools' max sizes. Both are capacity
+// errors at runtime as well.
+func (c *Cluster) check(ctx context.Context, cfg *config.Config) (refs *references, soldOut []*config.Pool, warnings []string, err error) {
 	var errs []error
-	refs, err = resolveReferences(ctx, newReferenceAPI(c.client), c.cfg)
+	refs, err = resolveReferences(ctx, newReferenceAPI(c.client), cfg)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -304,10 +332,10 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 		errs = append(errs, err) // it says "listing server types"
 	}
 	if err := refusedToken(errors.Join(errs...)); err != nil {
-		return nil, nil, err
+		return nil, nil, warnings, err
 	}
 	if err != nil {
-		return nil, nil, errors.Join(errs...)
+		return nil, nil, warnings, errors.Join(errs...)
 	}
 	byName := make(map[string]*servercache.ServerType, len(types))
 	for _, t := range types {
@@ -318,14 +346,17 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 	// scale-ups of that pool, not the inspection of the others.
 	offer := func(err error) {
 		if c.lenient {
-			c.warnings = append(c.warnings, err.Error())
+			warnings = append(warnings, err.Error())
 			return
 		}
 		errs = append(errs, err)
 	}
-	for i := range c.cfg.Pools {
-		p := &c.cfg.Pools[i]
-		path := config.PoolSetting(i, p.Name)
+	for i := range cfg.Pools {
+		p := &cfg.Pools[i]
+		path := p.Origin
+		if path == "" {
+			path = config.PoolSetting(i, p.Name)
+		}
 		t := byName[p.ServerType]
 		if t == nil {
 			offer(fieldErr(path, "server type %q does not exist", p.ServerType))
@@ -338,16 +369,16 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 			continue
 		case !loc.Available:
 			soldOut = append(soldOut, p)
-			c.warnings = append(c.warnings, fmt.Sprintf("%s: server type %q is not available in location %q (sold out); scale-ups of the pool fail at once until the catalogue offers it again", path, p.ServerType, p.Location))
+			warnings = append(warnings, fmt.Sprintf("%s: server type %q is not available in location %q (sold out); scale-ups of the pool fail at once until the catalogue offers it again", path, p.ServerType, p.Location))
 		case loc.Deprecated:
 			w := fmt.Sprintf("%s: server type %q is deprecated in location %q", path, p.ServerType, p.Location)
 			if !loc.UnavailableAfter.IsZero() {
 				w += fmt.Sprintf(" and can be ordered until %s", loc.UnavailableAfter.UTC().Format(time.DateOnly))
 			}
-			c.warnings = append(c.warnings, w)
+			warnings = append(warnings, w)
 		}
 		if slices.Contains(p.InheritedImages, t.Arch) {
-			c.warnings = append(c.warnings, fmt.Sprintf("%s: the pool's imagesForArch has no %s entry: its servers boot %q from the global imagesForArch, where upstream let the pool's object replace the global one and booted the newest %s snapshot; add %s to the pool's imagesForArch to choose",
+			warnings = append(warnings, fmt.Sprintf("%s: the pool's imagesForArch has no %s entry: its servers boot %q from the global imagesForArch, where upstream let the pool's object replace the global one and booted the newest %s snapshot; add %s to the pool's imagesForArch to choose",
 				path, t.Arch, p.Images.ForArch(t.Arch), t.Arch, t.Arch))
 		}
 		img, err := c.images.ResolvePool(ctx, p, t.Arch)
@@ -355,7 +386,7 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 		case err != nil:
 			offer(fieldErr(path, "image for server type %q (%s): %w", p.ServerType, t.Arch, err))
 		case img.Deprecated:
-			c.warnings = append(c.warnings, fmt.Sprintf("%s: image %q (%d) is deprecated", path, img.Name, img.ID))
+			warnings = append(warnings, fmt.Sprintf("%s: image %q (%d) is deprecated", path, img.Name, img.ID))
 		}
 	}
 
@@ -363,24 +394,24 @@ func (c *Cluster) check(ctx context.Context) (refs *references, soldOut []*confi
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listing servers: %w", err))
 	} else if refs != nil {
-		for _, w := range checkPlacementRoom(c.cfg, refs, func(id int64) string {
+		for _, w := range checkPlacementRoom(cfg, refs, func(id int64) string {
 			if s := snap.ByID(id); s != nil {
 				return s.Pool
 			}
 			return ""
 		}) {
-			c.warnings = append(c.warnings, w.Error())
+			warnings = append(warnings, w.Error())
 		}
 	}
 	if len(errs) > 0 {
-		return nil, nil, errors.Join(errs...)
+		return nil, nil, warnings, errors.Join(errs...)
 	}
-	return refs, soldOut, nil
+	return refs, soldOut, warnings, nil
 }
 
-// Config returns the configuration the Cluster was built from. Do not
-// modify it.
-func (c *Cluster) Config() *config.Config { return c.cfg }
+// Config returns the configuration the Cluster runs: the one it was built
+// from, or the last one [Cluster.Reconfigure] applied. Do not modify it.
+func (c *Cluster) Config() *config.Config { return c.pools.Load().cfg }
 
 // Client returns the API client the Cluster uses, for requests of the
 // caller's own. It shares the rate-limit pacer with the Cluster.
@@ -392,11 +423,12 @@ func (c *Cluster) Client() *hcloud.Client { return c.client }
 // images, sold-out server types and placement groups short of room.
 func (c *Cluster) Warnings() []string { return slices.Clone(c.warnings) }
 
-// Pools returns the pools in the order of the configuration.
-func (c *Cluster) Pools() []*pool.Pool { return slices.Clone(c.pools) }
+// Pools returns the pools in the order of the configuration, then the
+// pools removed from it that still have servers ([pool.Pool.Removed]).
+func (c *Cluster) Pools() []*pool.Pool { return slices.Clone(c.pools.Load().list) }
 
 // Pool returns the pool with that name, or nil.
-func (c *Cluster) Pool(name string) *pool.Pool { return c.byName[name] }
+func (c *Cluster) Pool(name string) *pool.Pool { return c.pools.Load().byName[name] }
 
 // PoolForNode returns the pool a Kubernetes node belongs to, or nil when it
 // belongs to none: control-plane servers, servers of other pools or
@@ -409,19 +441,20 @@ func (c *Cluster) Pool(name string) *pool.Pool { return c.byName[name] }
 // in constant time for listed servers and claim IDs, and for other nodes
 // in time linear in the pools' claims.
 func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
+	set := c.pools.Load()
 	if snap := c.servers.Current(); snap != nil {
 		if s := snap.ByNode(providerID, nodeName); s != nil {
-			return c.byName[s.Pool]
+			return set.byName[s.Pool]
 		}
 	}
 	for _, id := range [2]string{providerID, nodeName} {
 		if name, _, ok := pool.ParseClaimID(id); ok {
-			return c.byName[name]
+			return set.byName[name]
 		}
 	}
 	// A server whose create request returned is reported by its pool as
 	// hcloud://<id> before a listing shows it.
-	for _, p := range c.pools {
+	for _, p := range set.list {
 		if p.CreatesNode(providerID, nodeName) {
 			return p
 		}
@@ -433,9 +466,20 @@ func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
 // costs no request otherwise. Call it once per autoscaler loop. It then
 // resumes the create flows the listing shows unfinished
 // ([pool.Pool.Resume]), unless [WithoutResume] was given.
+//
+// With [WithReload], Refresh also applies what the configuration file
+// holds now, if it changed and is valid ([Cluster.Reconfigure]); a file
+// that is not is logged and reported ([Cluster.ReloadStatus]), never an
+// error of Refresh. Pools removed from the configuration leave the
+// Cluster once they are empty. With [WithRegisterer], a new listing or
+// configuration updates hcloudscale_pool_drifted_servers
+// ([Cluster.Drift]).
 func (c *Cluster) Refresh(ctx context.Context) error {
+	c.reloadIfChanged(ctx)
 	_, err := c.servers.Get(ctx)
+	c.dropEmptyRemoved(ctx)
 	c.resume()
+	c.updateDrift(ctx)
 	return err
 }
 
@@ -446,7 +490,7 @@ func (c *Cluster) resume() {
 	if c.noResume || (c.resumeWhen != nil && !c.resumeWhen()) {
 		return
 	}
-	for _, p := range c.pools {
+	for _, p := range c.pools.Load().list {
 		p.Resume()
 	}
 }
@@ -523,6 +567,9 @@ func (c *Cluster) RateLimit() RateLimit {
 // they are cancelled) and the action poller, and waits for them.
 func (c *Cluster) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
+		c.reconfigureMu.Lock()
+		c.closed = true
+		c.reconfigureMu.Unlock()
 		c.closeErr = c.closePools(ctx)
 		if c.waiter != nil {
 			c.waiter.Close()
@@ -542,8 +589,9 @@ func (c *Cluster) closeCaches() {
 
 func (c *Cluster) closePools(ctx context.Context) error {
 	var wg sync.WaitGroup
-	errs := make([]error, len(c.pools))
-	for i, p := range c.pools {
+	pools := c.pools.Load().list
+	errs := make([]error, len(pools))
+	for i, p := range pools {
 		wg.Go(func() { errs[i] = p.Close(ctx) })
 	}
 	wg.Wait()

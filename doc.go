@@ -93,6 +93,24 @@
 // budget (hcloudscale_api_*) and hcloud-go's request metrics (hcloud_api_*).
 // docs/deploy.md in the repository lists every series.
 //
+// # Changing the configuration
+//
+// [Cluster.Reconfigure] applies a new configuration, checked whole as New
+// checks it, all or nothing: pools are added, changed (new bounds and
+// settings apply to the next scale-up; claims in flight finish as they
+// began) and removed (a removed pool keeps its servers, min and max 0, no
+// scale-up, until the autoscaler has scaled it down; then [Cluster.Refresh]
+// drops it). [WithReload] (or [WithConfigFileReload]) makes Refresh read
+// the configuration file again when its content changed and apply it; a
+// file that does not load or is refused changes nothing
+// ([Cluster.ReloadStatus], hcloudscale_config_*). [Cluster.Generation]
+// tells callers that keep something per pool when to look again.
+//
+// [Cluster.Drift] reports the servers that differ from their pool's
+// current configuration (server type, location, image, placement group,
+// network, firewalls, labels, user data by the hash recorded at create),
+// counted in hcloudscale_pool_drifted_servers. Nothing replaces them.
+//
 // # One writer
 //
 // Run one Cluster per Kubernetes cluster at a time (the autoscaler's leader

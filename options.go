@@ -56,6 +56,9 @@ type options struct {
 	lenient           bool
 	noResume          bool
 	resumeWhen        func() bool
+	reloadPath        string
+	reloadLoad        LoadFunc
+	reloadInterval    time.Duration
 	fence             Fence
 }
 
@@ -71,6 +74,7 @@ func defaultOptions() options {
 		createConcurrency: DefaultCreateConcurrency,
 		deleteConcurrency: DefaultDeleteConcurrency,
 		rateLimitReserve:  -1,
+		reloadInterval:    DefaultReloadInterval,
 	}
 }
 

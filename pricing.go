@@ -36,7 +36,7 @@ func (c *Cluster) PodRate(ctx context.Context) (PodRate, error) {
 		byName[t.Name] = t
 	}
 	r := PodRate{PerCore: math.Inf(1), PerGiB: math.Inf(1)}
-	for _, p := range c.pools {
+	for _, p := range c.pools.Load().list {
 		cfg := p.Config()
 		t := byName[cfg.ServerType]
 		if t == nil || t.Cores <= 0 || t.MemoryGB <= 0 {

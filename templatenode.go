@@ -31,7 +31,8 @@ func (c *Cluster) PoolForTemplateNode(nodeName string, labels map[string]string)
 	if labels[LabelTemplateNode] != "true" {
 		return nil
 	}
-	if p := c.byName[labels[config.LabelNodeGroup]]; p != nil {
+	byName := c.pools.Load().byName
+	if p := byName[labels[config.LabelNodeGroup]]; p != nil {
 		return p
 	}
 	rest, ok := strings.CutPrefix(nodeName, templateNamePrefix)
@@ -39,7 +40,7 @@ func (c *Cluster) PoolForTemplateNode(nodeName string, labels map[string]string)
 		return nil
 	}
 	var found *pool.Pool
-	for name, p := range c.byName {
+	for name, p := range byName {
 		suffix, ok := strings.CutPrefix(rest, name+"-")
 		if !ok || !startsWithDigits(suffix) {
 			continue

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -49,10 +50,13 @@ const labelTemplateNode = "cluster-autoscaler.kubernetes.io/template-node"
 // concurrent use; the autoscaler calls NodeGroupForNode and DeleteNodes
 // from its scale-down goroutines while its main loop runs.
 type Provider struct {
-	name        string
-	cluster     *hcloudscale.Cluster
-	groups      []*NodeGroup
-	byPool      map[*pool.Pool]*NodeGroup
+	name    string
+	cluster *hcloudscale.Cluster
+	// groups holds the node groups of the Cluster's current generation
+	// (hcloudscale.Cluster.Generation): pools come and go with its
+	// configuration file.
+	groups      atomic.Pointer[groupSet]
+	groupMu     sync.Mutex // serialises rebuilds of groups
 	limiter     *cloudprovider.ResourceLimiter
 	log         *zap.Logger
 	callTimeout time.Duration
@@ -217,7 +221,10 @@ func New(ctx context.Context, discovery cloudprovider.NodeGroupDiscoveryOptions,
 	for _, w := range config.NodeLabelWarnings(cfg, o.labelClient != nil) {
 		log.Warn(w)
 	}
-	copts := append([]hcloudscale.Option{hcloudscale.WithLogger(o.logger)}, o.clusterOpts...)
+	// A configuration file is read again at Refresh (HCLOUD_CLUSTER_CONFIG_FILE,
+	// such as a mounted ConfigMap): pools follow it without a restart.
+	copts := append([]hcloudscale.Option{hcloudscale.WithLogger(o.logger),
+		hcloudscale.WithConfigFileReload(o.env, discovery.NodeGroupSpecs, cfg)}, o.clusterOpts...)
 	cluster, err := hcloudscale.New(ctx, cfg, copts...)
 	if err != nil {
 		return nil, err
@@ -226,7 +233,6 @@ func New(ctx context.Context, discovery cloudprovider.NodeGroupDiscoveryOptions,
 	p := &Provider{
 		name:        o.name,
 		cluster:     cluster,
-		byPool:      map[*pool.Pool]*NodeGroup{},
 		limiter:     o.limiter,
 		log:         log,
 		callTimeout: o.callTimeout,
@@ -235,11 +241,7 @@ func New(ctx context.Context, discovery cloudprovider.NodeGroupDiscoveryOptions,
 	// The root context keeps ctx's values but not its end: ctx bounds
 	// the start only.
 	p.root, p.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	for _, pl := range cluster.Pools() {
-		g := &NodeGroup{provider: p, pool: pl}
-		p.groups = append(p.groups, g)
-		p.byPool[pl] = g
-	}
+	p.groupSet()
 	if o.labelClient != nil {
 		l := nodelabel.New(o.labelClient, cluster, append([]nodelabel.Option{nodelabel.WithLogger(o.logger)}, o.labelOpts...)...)
 		p.labellerDone = make(chan struct{})
@@ -276,14 +278,54 @@ func (p *Provider) Cluster() *hcloudscale.Cluster { return p.cluster }
 // Name returns the name the provider was built with.
 func (p *Provider) Name() string { return p.name }
 
-// NodeGroups returns one node group per pool, in the order of the --nodes
-// flags.
+// NodeGroups returns one node group per pool, in the order of the
+// configuration ([hcloudscale.Cluster.Pools]), then the pools removed from
+// it that still have nodes (min and max size 0; they only shrink). The
+// autoscaler asks every loop, after Refresh, which applies a changed
+// configuration file.
 func (p *Provider) NodeGroups() []cloudprovider.NodeGroup {
-	out := make([]cloudprovider.NodeGroup, len(p.groups))
-	for i, g := range p.groups {
+	gs := p.groupSet()
+	out := make([]cloudprovider.NodeGroup, len(gs.list))
+	for i, g := range gs.list {
 		out[i] = g
 	}
 	return out
+}
+
+// groupSet is the node groups of one generation of the Cluster's pools.
+type groupSet struct {
+	generation uint64
+	list       []*NodeGroup
+	byPool     map[*pool.Pool]*NodeGroup
+}
+
+// groupSet returns the node groups of the Cluster's current pools,
+// rebuilt after a change; a pool keeps its NodeGroup across rebuilds.
+func (p *Provider) groupSet() *groupSet {
+	gen := p.cluster.Generation()
+	if gs := p.groups.Load(); gs != nil && gs.generation == gen {
+		return gs
+	}
+	p.groupMu.Lock()
+	defer p.groupMu.Unlock()
+	old := p.groups.Load()
+	if old != nil && old.generation == gen {
+		return old
+	}
+	gs := &groupSet{generation: gen, byPool: map[*pool.Pool]*NodeGroup{}}
+	for _, pl := range p.cluster.Pools() {
+		g := (*NodeGroup)(nil)
+		if old != nil {
+			g = old.byPool[pl]
+		}
+		if g == nil {
+			g = &NodeGroup{provider: p, pool: pl}
+		}
+		gs.list = append(gs.list, g)
+		gs.byPool[pl] = g
+	}
+	p.groups.Store(gs)
+	return gs
 }
 
 // NodeGroupForNode returns the node group of a node, from memory, or nil
@@ -311,7 +353,10 @@ func (p *Provider) groupForNode(node *apiv1.Node) *NodeGroup {
 	if pl == nil {
 		pl = p.cluster.PoolForTemplateNode(node.Name, node.Labels)
 	}
-	return p.byPool[pl]
+	if pl == nil {
+		return nil
+	}
+	return p.groupSet().byPool[pl]
 }
 
 // HasInstance reports whether the server behind a node exists. Servers of

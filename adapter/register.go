@@ -67,7 +67,7 @@ func buildFunc(name string, exit func(code int)) builder.CloudProviderBuilder {
 			exit(1)
 			return nil
 		}
-		klog.InfoS("hcloudscale: cloud provider ready", "provider", name, "node_groups", len(p.groups))
+		klog.InfoS("hcloudscale: cloud provider ready", "provider", name, "node_groups", len(p.NodeGroups()))
 		return p
 	}
 }

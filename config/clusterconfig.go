@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -35,6 +36,14 @@ type ClusterConfig struct {
 
 // NodeConfig is one nodeConfigs entry.
 type NodeConfig struct {
+	// MinSize, MaxSize, ServerType and Location are the fields of a
+	// --nodes spec: an entry that has them declares its pool without one.
+	// nil or "": key absent. ServerType and Location are lower-cased.
+	MinSize    *int
+	MaxSize    *int
+	ServerType string
+	Location   string
+
 	CloudInit         Secret
 	CloudInitTemplate *bool // nil: key absent
 	Labels            map[string]string
@@ -150,7 +159,36 @@ func (cc *ClusterConfig) isTemplate(nc *NodeConfig) bool {
 
 func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 	nc := &NodeConfig{}
+	size := func(dst **int) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) {
+			if n, ok := p.integer(path, raw); ok {
+				if n < 0 {
+					p.addf(path, "%d is negative", n)
+					return
+				}
+				*dst = &n
+			}
+		}
+	}
+	offering := func(dst *string) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) {
+			s, ok := p.str(path, raw)
+			switch {
+			case !ok:
+			case s == "":
+				p.addf(path, "empty")
+			case checkNoSpace(s) != nil:
+				p.addf(path, "%q %w", s, checkNoSpace(s))
+			default:
+				*dst = strings.ToLower(s)
+			}
+		}
+	}
 	p.fields(path, raw, map[string]func(string, json.RawMessage){
+		"minSize":    size(&nc.MinSize),
+		"maxSize":    size(&nc.MaxSize),
+		"serverType": offering(&nc.ServerType),
+		"location":   offering(&nc.Location),
 		"cloudInit": func(path string, raw json.RawMessage) {
 			// encoding/json turns invalid UTF-8 into U+FFFD: check the
 			// bytes as written.
@@ -229,7 +267,25 @@ func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 			nc.Autoscaling = p.autoscaling(path, raw)
 		},
 	})
+	if nc.MinSize != nil && nc.MaxSize != nil && *nc.MinSize > *nc.MaxSize {
+		p.addf(path+".minSize", "%d is greater than maxSize %d", *nc.MinSize, *nc.MaxSize)
+	}
 	return nc
+}
+
+// declaresPools reports whether any entry declares a pool.
+func (cc *ClusterConfig) declaresPools() bool {
+	for _, nc := range cc.NodeConfigs {
+		if nc.declaresPool() {
+			return true
+		}
+	}
+	return false
+}
+
+// declaresPool reports whether the entry has any of the --nodes fields.
+func (nc *NodeConfig) declaresPool() bool {
+	return nc.MinSize != nil || nc.MaxSize != nil || nc.ServerType != "" || nc.Location != ""
 }
 
 // images decodes an imagesForArch object. An empty spec is unset: upstream

@@ -86,7 +86,8 @@
 // digit, and has at most [MaxPoolNameLength] (46) characters, so that
 // "<name>-<16 hex digits>" is a valid hostname and node name; a name may be
 // used once (upstream let a later spec replace an earlier one silently).
-// At least one spec is required.
+// At least one pool is required: a --nodes spec, or a pool declared in the
+// cluster config (below).
 //
 // # Cluster-config JSON
 //
@@ -110,6 +111,10 @@
 //	  "defaultSubnetIPRange": "10.0.0.0/16",
 //	  "nodeConfigs": {
 //	    "pool1": {
+//	      "serverType": "cpx31",                // new: the --nodes fields,
+//	      "location": "fsn1",                   // for a pool without a
+//	      "minSize": 0,                         // --nodes spec
+//	      "maxSize": 10,
 //	      "cloudInit": "#cloud-config\n...",  // plain text, not base64
 //	      "cloudInitTemplate": true,            // new
 //	      "labels": {"node.kubernetes.io/role": "worker"},
@@ -140,8 +145,21 @@
 //   - defaultSubnetIPRange: the subnet of HCLOUD_NETWORK for every pool. An
 //     IPv4 CIDR written as its network address; set without HCLOUD_NETWORK it
 //     is an error, since it would be ignored.
-//   - nodeConfigs: one entry per --nodes pool, keyed by pool name. In this
-//     format every pool needs an entry; an entry no pool uses is a warning.
+//   - nodeConfigs: one entry per pool, keyed by pool name. In this format
+//     every --nodes pool needs an entry; an entry that neither a --nodes
+//     pool uses nor declares a pool (below) is a warning.
+//   - nodeConfigs.<pool>.serverType, location, minSize, maxSize (new): the
+//     fields of a --nodes spec, so that a pool can be declared in the file
+//     alone, and be added, resized or removed by editing the file. An entry
+//     with any of them and no --nodes spec of the same name declares a pool:
+//     serverType, location and maxSize are required, minSize defaults to 0,
+//     the key must be a pool name as for --nodes, and server type and
+//     location are lower-cased. Such pools follow the --nodes pools in
+//     [Config.Pools], by name. A pool given by both may repeat any of the
+//     fields in the file, but each must equal the --nodes value: otherwise
+//     the error names both settings ("nodeConfigs.workers.maxSize,
+//     --nodes[0] (workers)"). [Pool.Origin] names the setting that declares
+//     a pool.
 //   - cloudInitTemplate (new): true makes every pool's cloudInit a
 //     template (see below), unless the pool's own cloudInitTemplate says
 //     otherwise. Default false.
@@ -226,6 +244,16 @@
 // %#v included), encoding/json, text marshalling, log/slog and zap show
 // "[redacted]" (or "" when empty), so printing or logging a Config is safe.
 // [Secret.Reveal] returns the value where it is sent.
+//
+// # Reloading
+//
+// Load is a pure function of its Env and --nodes specs, so a changed
+// configuration file is loaded again the same way: [Env.WithFile] makes the
+// file read as the content already read (and hashed) by the caller. What
+// may change between two loads, and how a running Cluster applies it, is
+// hcloudscale.Cluster.Reconfigure's business; with --nodes unchanged, the
+// file can add, resize and remove the pools it declares, and change every
+// other pool setting.
 //
 // # Configurations built in code
 //

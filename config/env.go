@@ -80,6 +80,27 @@ func MapEnv(vars map[string]string, files map[string]string) Env {
 	}
 }
 
+// WithFile returns e with the file at path reading as data, whatever the
+// file system holds: to load a configuration file whose content was read
+// already, as a reload does.
+func (e Env) WithFile(path string, data []byte) Env {
+	read := e.ReadFile
+	e.ReadFile = func(p string) ([]byte, error) {
+		if p == path {
+			return data, nil
+		}
+		if read == nil {
+			return nil, errors.New("reading files is not enabled (Env.ReadFile is nil)")
+		}
+		return read(p)
+	}
+	return e
+}
+
+// Get returns the variable name as Load reads it: surrounding whitespace
+// removed, "" when unset.
+func (e Env) Get(name string) string { return e.get(name) }
+
 // get returns a variable with surrounding whitespace removed; empty counts
 // as unset, as upstream.
 func (e Env) get(name string) string {
@@ -163,7 +184,7 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 	}
 	cfg.ClusterName = envClusterName
 
-	specs := p.nodeSpecs(nodeSpecs)
+	specs, origins := p.nodeSpecs(nodeSpecs)
 
 	cc, legacyCloudInit := p.source(env, cfg)
 	if cc != nil {
@@ -178,7 +199,11 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 		}
 		cfg.DefaultSubnetIPRange = cc.DefaultSubnetIPRange
 	}
-	cfg.Pools = p.pools(cfg, cc, legacyCloudInit, specs)
+	cfg.Pools = p.pools(cfg, cc, legacyCloudInit, specs, origins)
+	jsonMode := cfg.Source == SourceClusterConfig || cfg.Source == SourceClusterConfigFile
+	if len(nodeSpecs) == 0 && len(cfg.Pools) == 0 && (!jsonMode || cc != nil && !cc.declaresPools()) {
+		p.addf("--nodes", "no pools: give at least one --nodes=%s, or declare pools in the cluster config (nodeConfigs.<pool> with serverType, location and maxSize)", NodeSpecFormat)
+	}
 	p.upstreamImages(cfg, cc, env.get(EnvImage) != "")
 
 	if len(p.errs) > 0 {
@@ -343,13 +368,11 @@ func ParseCreationTimeout(s string) (time.Duration, error) {
 const maxCreationTimeout = 24 * time.Hour
 
 // nodeSpecs parses the --nodes values and rejects repeated pool names,
-// which upstream resolved by silently dropping the earlier pool.
-func (p *problems) nodeSpecs(values []string) []NodeSpec {
-	if len(values) == 0 {
-		p.addf("--nodes", "no pools: give at least one --nodes=%s", NodeSpecFormat)
-		return nil
-	}
+// which upstream resolved by silently dropping the earlier pool. It
+// returns the specs that parsed and the setting each comes from.
+func (p *problems) nodeSpecs(values []string) ([]NodeSpec, []string) {
 	var specs []NodeSpec
+	var origins []string
 	first := map[string]int{}
 	for i, v := range values {
 		path := nodeSpecPath(i, v)
@@ -367,8 +390,9 @@ func (p *problems) nodeSpecs(values []string) []NodeSpec {
 			p.warnf(path, "max size 0: the pool is parked and never scaled up")
 		}
 		specs = append(specs, spec)
+		origins = append(origins, path)
 	}
-	return specs
+	return specs, origins
 }
 
 // nodeSpecPath names the i-th --nodes value and, when it has one, the pool

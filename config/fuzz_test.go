@@ -49,6 +49,8 @@ func clusterConfigSeeds(f *testing.F) [][]byte {
 		[]byte(`{"imagesForArch": {"amd64": "a in (b", "arm64": "!x"}, "defaultSubnetIPRange": "10.0.0.0/8"}`),
 		[]byte(`{"nodeConfigs": {"p": {"reserved": {"cpu": "1e400"}, "autoscaling": {"scaleDownUtilizationThreshold": 1e999}}}}`),
 		[]byte(`{"a": 1, "a": 2, "nodeConfigs": {"p": {"labels": {"x": "y", "x": "z"}}}}`),
+		[]byte(`{"nodeConfigs": {"pool1": {"minSize": 1, "maxSize": 10, "serverType": "cpx51", "location": "fsn1"}, "p2": {"serverType": "CX22", "location": "NBG1", "maxSize": 3}}}`),
+		[]byte(`{"nodeConfigs": {"pool1": {"minSize": 0, "maxSize": 9}, "P_2": {"serverType": "", "location": " x", "minSize": -1, "maxSize": 1.5}, "q": {"minSize": 3, "maxSize": 2}}}`),
 	}
 }
 
@@ -75,6 +77,8 @@ func FuzzLoad(f *testing.F) {
 		f.Add(s, "1:10:CPX51:FSN1:pool1", "true", "5", "")
 	}
 	f.Add([]byte(`{"nodeConfigs": {"pool1": {"cloudInit": "SECRETINIT"}}}`), "0:1:cx22:fsn1:pool1", "false", "90s", "https://127.0.0.1/v1")
+	f.Add([]byte(`{"nodeConfigs": {"pool1": {"serverType": "cx22", "location": "fsn1", "maxSize": 2}}}`), "", "true", "", "")
+	f.Add([]byte(`{"nodeConfigs": {"pool1": {"serverType": "cx32", "location": "fsn1", "maxSize": 2}}}`), "0:2:cx22:fsn1:pool1", "true", "", "")
 	f.Fuzz(func(t *testing.T, doc []byte, spec, ipv4, timeout, endpoint string) {
 		const token = "SECRETTOKEN"
 		env := MapEnv(map[string]string{
@@ -84,7 +88,11 @@ func FuzzLoad(f *testing.F) {
 			EnvServerCreationTimeout: timeout,
 			EnvEndpoint:              endpoint,
 		}, map[string]string{"/cc.json": string(doc)})
-		cfg, err := Load(env, []string{spec})
+		specs := []string{spec}
+		if spec == "" {
+			specs = nil // the cluster config's pools only
+		}
+		cfg, err := Load(env, specs)
 		if err != nil {
 			if cfg != nil {
 				t.Fatalf("Load returned a Config and error %v", err)
@@ -96,6 +104,11 @@ func FuzzLoad(f *testing.F) {
 		}
 		if verr := cfg.Validate(); verr != nil {
 			t.Fatalf("Load accepted a Config that Validate rejects: %v", verr)
+		}
+		for _, p := range cfg.Pools {
+			if p.Origin == "" {
+				t.Errorf("pool %q has no Origin", p.Name)
+			}
 		}
 	})
 }

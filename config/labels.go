@@ -59,8 +59,8 @@ func (p *problems) checkKubeLabels(path string, labels map[string]string) {
 // syntax matches Kubernetes' (a key is an optional DNS subdomain prefix
 // plus a name of at most 63 characters, alphanumeric at both ends with '-',
 // '_' and '.' inside; a value is empty or the same as a name), and the
-// hetzner.cloud/ prefix is reserved. LabelNodeGroup and LabelCluster are
-// set by hcloudscale and cannot be given.
+// hetzner.cloud/ prefix is reserved. LabelNodeGroup, LabelCluster and
+// LabelUserDataHash are set by hcloudscale and cannot be given.
 func CheckServerLabel(key, value string) error {
 	var errs []error
 	if err := joinMsgs(content.IsLabelKey(key)); err != nil {
@@ -68,7 +68,7 @@ func CheckServerLabel(key, value string) error {
 	} else if prefix, _, ok := strings.Cut(key, "/"); ok && (prefix == reservedLabelPrefix || strings.HasSuffix(prefix, "."+reservedLabelPrefix)) {
 		errs = append(errs, fmt.Errorf("key %q uses the prefix %s/, which Hetzner reserves", key, reservedLabelPrefix))
 	}
-	if key == LabelNodeGroup || key == LabelCluster {
+	if key == LabelNodeGroup || key == LabelCluster || key == LabelUserDataHash {
 		errs = append(errs, fmt.Errorf("key %q is set by hcloudscale and cannot be given", key))
 	}
 	if err := joinMsgs(content.IsLabelValue(value)); err != nil {

@@ -134,7 +134,7 @@ func TestLoad(t *testing.T) {
 			want.Token = testToken
 			want.Source = SourceClusterConfig
 			want.Pools = []Pool{{
-				Name: "pool1", MinSize: 1, MaxSize: 3, ServerType: "cx22", Location: "fsn1",
+				Name: "pool1", MinSize: 1, MaxSize: 3, ServerType: "cx22", Location: "fsn1", Origin: "--nodes[0] (pool1)",
 				Images:       ImagesForArch{AMD64: DefaultImage, ARM64: DefaultImage},
 				ServerLabels: map[string]string{LabelNodeGroup: "pool1"},
 				PublicIPv4:   true, PublicIPv6: true,
@@ -208,9 +208,9 @@ func TestLoad(t *testing.T) {
 		}},
 		{name: "legacy format", env: map[string]string{EnvClusterConfig: "", EnvCloudInit: b64("#cloud-config\n"), EnvImage: "debian-12", EnvClusterName: "prod"}, specs: []string{"1:3:cx22:fsn1:pool1", "0:2:cax11:hel1:arm"}, check: func(t *testing.T, c *Config) {
 			wantSourceAndWarnings(t, c, SourceLegacyCloudInit)
-			for _, p := range c.Pools {
+			for i, p := range c.Pools {
 				want := Pool{
-					Name: p.Name, MinSize: p.MinSize, MaxSize: p.MaxSize, ServerType: p.ServerType, Location: p.Location,
+					Name: p.Name, MinSize: p.MinSize, MaxSize: p.MaxSize, ServerType: p.ServerType, Location: p.Location, Origin: PoolSetting(i, p.Name),
 					CloudInit:    "#cloud-config\n",
 					Images:       ImagesForArch{AMD64: "debian-12", ARM64: "debian-12"},
 					ServerLabels: map[string]string{LabelNodeGroup: p.Name, LabelCluster: "prod"},

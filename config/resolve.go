@@ -5,29 +5,43 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hcloudscale/hcloudscale/cloudinit"
 )
 
-// pools builds the resolved view of every --nodes pool and checks what
-// involves more than one setting: nodeConfigs coverage, subnets against
-// HCLOUD_NETWORK and the default range, and placement-group sizes.
-func (p *problems) pools(cfg *Config, cc *ClusterConfig, legacyCloudInit Secret, specs []NodeSpec) []Pool {
-	pools := make([]Pool, 0, len(specs))
+// pools builds the resolved view of every pool, the --nodes ones and then
+// those the cluster config declares on its own, and checks what involves
+// more than one setting: nodeConfigs coverage, a pool given by both
+// sources, subnets against HCLOUD_NETWORK and the default range, and
+// placement-group sizes. origins[i] names the --nodes value of specs[i].
+func (p *problems) pools(cfg *Config, cc *ClusterConfig, legacyCloudInit Secret, specs []NodeSpec, origins []string) []Pool {
 	jsonMode := cfg.Source == SourceClusterConfig || cfg.Source == SourceClusterConfigFile
 	if cc != nil {
 		if cc.DefaultSubnetIPRange.IsValid() && cfg.Network == "" {
 			p.addf("defaultSubnetIPRange", "set, but %s is not: the range would be ignored", EnvNetwork)
 		}
 	}
-	for _, spec := range specs {
+	specs, origins = slices.Clone(specs), slices.Clone(origins)
+	if jsonMode && cc != nil {
+		for i, spec := range specs {
+			if nc := cc.NodeConfigs[spec.Name]; nc != nil {
+				p.agree(childPath("nodeConfigs", spec.Name), nc, spec, origins[i])
+			}
+		}
+		more, moreOrigins := p.declaredPools(cc, specs)
+		specs, origins = append(specs, more...), append(origins, moreOrigins...)
+	}
+	pools := make([]Pool, 0, len(specs))
+	for i, spec := range specs {
 		pool := Pool{
 			Name:       spec.Name,
 			MinSize:    spec.MinSize,
 			MaxSize:    spec.MaxSize,
 			ServerType: spec.ServerType,
 			Location:   spec.Location,
+			Origin:     origins[i],
 			Network:    cfg.Network,
 			Firewalls:  slices.Clone(cfg.Firewalls),
 			SSHKeys:    slices.Clone(cfg.SSHKeys),
@@ -148,15 +162,75 @@ func appendUnique(dst []string, more ...string) []string {
 	return dst
 }
 
-// unusedNodeConfigs warns about entries no --nodes pool uses: upstream
-// ignored them silently, and they are often a misspelt pool name.
+// agree checks that the --nodes fields a nodeConfigs entry gives (at
+// path) match the --nodes spec of the same pool (at origin): a pool's
+// bounds and offering must have one value, whichever source is edited.
+func (p *problems) agree(path string, nc *NodeConfig, spec NodeSpec, origin string) {
+	differ := func(field string, got, want any) {
+		p.addf(path+"."+field+", "+origin, "%v in the cluster config differs from %v in %s; give the pool's %s in one place or make them agree", got, want, origin, field)
+	}
+	if nc.MinSize != nil && *nc.MinSize != spec.MinSize {
+		differ("minSize", *nc.MinSize, spec.MinSize)
+	}
+	if nc.MaxSize != nil && *nc.MaxSize != spec.MaxSize {
+		differ("maxSize", *nc.MaxSize, spec.MaxSize)
+	}
+	if nc.ServerType != "" && nc.ServerType != spec.ServerType {
+		differ("serverType", strconv.Quote(nc.ServerType), strconv.Quote(spec.ServerType))
+	}
+	if nc.Location != "" && nc.Location != spec.Location {
+		differ("location", strconv.Quote(nc.Location), strconv.Quote(spec.Location))
+	}
+}
+
+// declaredPools returns the pools that nodeConfigs entries declare without
+// a --nodes spec, by name: such an entry needs serverType, location and
+// maxSize (minSize defaults to 0), and its key must be a pool name.
+func (p *problems) declaredPools(cc *ClusterConfig, specs []NodeSpec) ([]NodeSpec, []string) {
+	var out []NodeSpec
+	var origins []string
+	for _, name := range sortedKeys(cc.NodeConfigs) {
+		nc := cc.NodeConfigs[name]
+		if !nc.declaresPool() || slices.ContainsFunc(specs, func(s NodeSpec) bool { return s.Name == name }) {
+			continue
+		}
+		path := childPath("nodeConfigs", name)
+		before := len(p.errs)
+		p.add(path, CheckPoolName(name))
+		for _, f := range []struct {
+			field string
+			unset bool
+		}{{"serverType", nc.ServerType == ""}, {"location", nc.Location == ""}, {"maxSize", nc.MaxSize == nil}} {
+			if f.unset {
+				p.addf(path+"."+f.field, "required: no --nodes spec names the pool, so its entry declares it with serverType, location, maxSize and optionally minSize")
+			}
+		}
+		if len(p.errs) > before {
+			continue
+		}
+		spec := NodeSpec{Name: name, MaxSize: *nc.MaxSize, ServerType: nc.ServerType, Location: nc.Location}
+		if nc.MinSize != nil {
+			spec.MinSize = *nc.MinSize
+		}
+		if spec.MaxSize == 0 {
+			p.warnf(path+".maxSize", "0: the pool is parked and never scaled up")
+		}
+		out = append(out, spec)
+		origins = append(origins, path)
+	}
+	return out, origins
+}
+
+// unusedNodeConfigs warns about entries that neither a --nodes pool uses
+// nor declare a pool: upstream ignored them silently, and they are often a
+// misspelt pool name.
 func (p *problems) unusedNodeConfigs(cc *ClusterConfig, specs []NodeSpec) {
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.Name
 	}
 	for _, name := range sortedKeys(cc.NodeConfigs) {
-		if slices.Contains(names, name) {
+		if slices.Contains(names, name) || cc.NodeConfigs[name].declaresPool() {
 			continue
 		}
 		hint := ""

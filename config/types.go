@@ -16,6 +16,11 @@ const (
 	// LabelCluster scopes servers to one cluster when Config.ClusterName is
 	// set, so that two clusters can share a Hetzner Cloud project.
 	LabelCluster = "hcloudscale/cluster"
+	// LabelUserDataHash holds a hash of the user data a server was
+	// created with (pool.UserDataHash), so that a server whose pool's
+	// cloud-init changed since is told apart without the user data, which
+	// the API does not return.
+	LabelUserDataHash = "hcloudscale/user-data-hash"
 )
 
 // InCluster reports whether server labels place a server in the named
@@ -116,7 +121,8 @@ type Config struct {
 	// DefaultSubnetIPRange is the cluster config's defaultSubnetIPRange.
 	DefaultSubnetIPRange netip.Prefix
 
-	// Pools in the order of the --nodes specs.
+	// Pools in the order of the --nodes specs, then the pools declared in
+	// the cluster config only, by name.
 	Pools []Pool
 }
 
@@ -127,6 +133,10 @@ type Pool struct {
 	MaxSize    int
 	ServerType string // lower-case
 	Location   string // lower-case
+	// Origin names the setting that declares the pool, for messages:
+	// "--nodes[2] (workers)" or "nodeConfigs.workers". Empty for a pool
+	// built in code; Validate does not read it.
+	Origin string
 
 	CloudInit Secret
 	// CloudInitTemplate says CloudInit is a template (package cloudinit),

@@ -53,7 +53,9 @@ func (adapterKind) Name() string { return "in-process" }
 func (adapterKind) Start(t *testing.T, s Setup) (cloudprovider.CloudProvider, error) {
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(klogWriter{}), zap.InfoLevel))
 	return adapter.New(context.Background(), cloudprovider.NodeGroupDiscoveryOptions{NodeGroupSpecs: s.Nodes},
-		adapter.WithEnv(config.MapEnv(s.Env, nil)),
+		// Files are read from disk: a scenario may declare its pools in
+		// a cluster-config file that changes under the provider.
+		adapter.WithEnv(config.Env{Lookup: func(k string) (string, bool) { v, ok := s.Env[k]; return v, ok }, ReadFile: os.ReadFile}),
 		adapter.WithLogger(log),
 		// Cleanup cancels creates in flight at once, which is as close
 		// to a crash as one process can come.

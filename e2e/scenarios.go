@@ -33,6 +33,10 @@ var Scenarios = []struct {
 	{"ProviderRestart", ProviderRestart},
 	{"AutoscalerRestart", AutoscalerRestart},
 	{"APIBudget", APIBudget},
+	{"PoolAdded", PoolAdded},
+	{"PoolResized", PoolResized},
+	{"PoolRemoved", PoolRemoved},
+	{"BadReload", BadReload},
 }
 
 var batchTaint = corev1.Taint{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}

@@ -113,6 +113,10 @@ type world struct {
 	background sync.RWMutex
 
 	placementGroups map[string]int64 // IDs by name
+
+	// file is set when the pools are declared in a cluster-config file
+	// (withConfigFile) instead of --nodes.
+	file *configFile
 }
 
 func (w *world) placementGroupID(name string) int64 { return w.placementGroups[name] }
@@ -333,9 +337,28 @@ func (w *world) startProvider() cloudprovider.CloudProvider {
 
 // env is the environment of the provider: HCLOUD_* pointing at the fake.
 func (w *world) env() map[string]string {
+	env := map[string]string{
+		"HCLOUD_TOKEN":    w.fake.Token(),
+		"HCLOUD_ENDPOINT": w.fake.URL(),
+	}
+	if w.file != nil {
+		w.file.write(w.t, w.clusterConfig(w.file.pools, true))
+		env["HCLOUD_CLUSTER_CONFIG_FILE"] = w.file.path()
+		return env
+	}
+	env["HCLOUD_CLUSTER_CONFIG"] = base64.StdEncoding.EncodeToString(w.clusterConfig(w.pools, false))
+	return env
+}
+
+// clusterConfig is the cluster-config document of pools; declare puts
+// their --nodes fields in it.
+func (w *world) clusterConfig(pools []poolSpec, declare bool) []byte {
 	nodeConfigs := map[string]any{}
-	for _, p := range w.pools {
+	for _, p := range pools {
 		nc := map[string]any{"cloudInit": "#cloud-config\n"}
+		if declare {
+			nc["serverType"], nc["location"], nc["minSize"], nc["maxSize"] = p.serverType, p.location, p.min, p.max
+		}
 		if len(p.labels) > 0 {
 			nc["labels"] = p.labels
 		}
@@ -359,14 +382,13 @@ func (w *world) env() map[string]string {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return map[string]string{
-		"HCLOUD_TOKEN":          w.fake.Token(),
-		"HCLOUD_ENDPOINT":       w.fake.URL(),
-		"HCLOUD_CLUSTER_CONFIG": base64.StdEncoding.EncodeToString(doc),
-	}
+	return doc
 }
 
 func (w *world) nodesFlags() []string {
+	if w.file != nil {
+		return nil // the file declares them
+	}
 	var specs []string
 	for _, p := range w.pools {
 		specs = append(specs, p.nodesFlag())
@@ -693,6 +715,13 @@ func (w *world) noLeak() {
 		w.t.Errorf("%d nodes, %d servers", len(nodes), len(servers))
 	}
 	for _, p := range w.pools {
+		if w.file != nil && !w.hasGroup(p.name) {
+			// Not declared (yet, or any more): it must have no server.
+			if n := len(w.servers(p.name)); n != 0 {
+				w.t.Errorf("pool %s has no node group but %d servers", p.name, n)
+			}
+			continue
+		}
 		if got, want := w.target(p.name), len(w.servers(p.name)); got != want {
 			w.t.Errorf("pool %s: target %d, %d servers", p.name, got, want)
 		}

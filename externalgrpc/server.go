@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,9 +48,16 @@ type Server struct {
 	callTimeout time.Duration
 	metrics     *rpcMetrics
 	gate        Gate // nil: every call may change the cluster
-	// groups holds, per pool name, the parts of answers that never change;
-	// the Cluster's pools are fixed at its creation.
-	groups map[string]*group
+	// groups holds, per pool name, the parts of answers that change only
+	// with the Cluster's configuration: rebuilt when its generation moves.
+	groups  atomic.Pointer[groupSet]
+	groupMu sync.Mutex // serialises rebuilds of groups
+}
+
+// groupSet is the Server's view of the Cluster's pools at one generation.
+type groupSet struct {
+	generation uint64
+	byName     map[string]*group
 }
 
 // group is what the Server keeps of one pool.
@@ -122,25 +131,49 @@ func NewServer(cluster *hcloudscale.Cluster, opts ...Option) *Server {
 		callTimeout: o.callTimeout,
 		metrics:     newRPCMetrics(o.registerer),
 		gate:        o.gate,
-		groups:      map[string]*group{},
 	}
-	for _, p := range cluster.Pools() {
+	s.groupSet()
+	return s
+}
+
+// groupSet returns the groups of the Cluster's current generation,
+// rebuilding them after a change of its configuration. Pools that set
+// autoscaling options are logged with a warning when they first do.
+func (s *Server) groupSet() *groupSet {
+	gen := s.cluster.Generation()
+	if gs := s.groups.Load(); gs != nil && gs.generation == gen {
+		return gs
+	}
+	s.groupMu.Lock()
+	defer s.groupMu.Unlock()
+	old := s.groups.Load()
+	if old != nil && old.generation == gen {
+		return old
+	}
+	// The pools are read after the generation: a change in between is
+	// rebuilt again at the next call.
+	gs := &groupSet{generation: gen, byName: map[string]*group{}}
+	for _, p := range s.cluster.Pools() {
 		cfg := p.Config()
-		s.groups[p.Name()] = &group{
+		gs.byName[p.Name()] = &group{
 			pool:      p,
-			debug:     fmt.Sprintf("%s (%s in %s, min %d, max %d)", cfg.Name, cfg.ServerType, cfg.Location, cfg.MinSize, cfg.MaxSize),
+			debug:     fmt.Sprintf("%s (%s in %s, min %d, max %d)", cfg.Name, cfg.ServerType, cfg.Location, p.MinSize(), p.MaxSize()),
 			noOptions: status.Errorf(codes.Unimplemented, "node group %q sets no autoscaling options; the autoscaler's defaults apply", p.Name()),
 			options:   cfg.Autoscaling != nil,
 		}
-		if p.Config().Autoscaling != nil {
+		if cfg.Autoscaling != nil && (old == nil || old.byName[p.Name()] == nil || !old.byName[p.Name()].options) {
 			s.log.Warn("pool sets autoscaling options, so NodeGroupGetOptions answers for it: "+
 				"Cluster Autoscaler 1.35 and later then use a max node startup time of 0 for the pool "+
 				"(unready nodes count as unready at once) and ignore maxNodeStartupTime and allowNonAtomicScaleUpToMax",
 				zap.String("pool", p.Name()))
 		}
 	}
-	return s
+	s.groups.Store(gs)
+	return gs
 }
+
+// group returns the group of the pool named name, or nil.
+func (s *Server) group(name string) *group { return s.groupSet().byName[name] }
 
 // answerMargin is kept free of a caller's deadline for sending the answer.
 const answerMargin = 250 * time.Millisecond
@@ -155,7 +188,10 @@ func (s *Server) bound(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, d)
 }
 
-// NodeGroups lists the pools in configuration order.
+// NodeGroups lists the pools in configuration order, then the pools
+// removed from the configuration that still have nodes (min and max size
+// 0, see [hcloudscale.Cluster.Reconfigure]). The autoscaler calls it after
+// every Refresh, which applies a changed configuration file.
 func (s *Server) NodeGroups(_ context.Context, _ *protos.NodeGroupsRequest) (*protos.NodeGroupsResponse, error) {
 	pools := s.cluster.Pools()
 	out := make([]*protos.NodeGroup, 0, len(pools))
@@ -165,14 +201,18 @@ func (s *Server) NodeGroups(_ context.Context, _ *protos.NodeGroupsRequest) (*pr
 	return &protos.NodeGroupsResponse{NodeGroups: out}, nil
 }
 
-// nodeGroup describes a pool. The debug string holds only what does not
-// change: the autoscaler keeps it for a whole loop.
+// nodeGroup describes a pool. The debug string changes only with the
+// configuration: the autoscaler keeps it for a whole loop.
 func (s *Server) nodeGroup(p *pool.Pool) *protos.NodeGroup {
+	debug := ""
+	if g := s.group(p.Name()); g != nil {
+		debug = g.debug
+	}
 	return &protos.NodeGroup{
 		Id:      p.Name(),
 		MinSize: clampInt32(p.MinSize()),
 		MaxSize: clampInt32(p.MaxSize()),
-		Debug:   s.groups[p.Name()].debug,
+		Debug:   debug,
 	}
 }
 
@@ -250,7 +290,7 @@ func (s *Server) pool(id string) (*pool.Pool, error) {
 	if id == "" {
 		return nil, status.Error(codes.NotFound, "node group id is empty")
 	}
-	g := s.groups[id]
+	g := s.group(id)
 	if g == nil {
 		return nil, status.Errorf(codes.NotFound, "node group %q does not exist", id)
 	}
@@ -278,7 +318,7 @@ func toStatus(err error, fallback codes.Code, what string) error {
 		code = codes.ResourceExhausted
 	case errors.Is(err, pool.ErrInvalidDelta), errors.Is(err, pool.ErrAboveMax), errors.Is(err, pool.ErrNotInPool):
 		code = codes.InvalidArgument
-	case errors.Is(err, pool.ErrBelowMin):
+	case errors.Is(err, pool.ErrBelowMin), errors.Is(err, pool.ErrRemoved):
 		code = codes.FailedPrecondition
 	case errors.Is(err, pool.ErrClosed):
 		code = codes.Unavailable
@@ -319,7 +359,7 @@ func (s *Server) ServerOptions(tlsConfig *tls.Config, interceptors ...grpc.Unary
 // codec is the server's codec, with s's pools to look up.
 func (s *Server) codec() codec {
 	return newCodec(func(id []byte) (string, bool, bool) {
-		g := s.groups[string(id)]
+		g := s.groupSet().byName[string(id)]
 		if g == nil {
 			return "", false, false
 		}

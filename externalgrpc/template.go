@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
@@ -50,7 +51,10 @@ func (s *Server) NodeGroupGetOptions(_ context.Context, req *protos.NodeGroupAut
 	}
 	o, ok := p.Options(fromProto(req.GetDefaults()))
 	if !ok {
-		return nil, s.groups[p.Name()].noOptions
+		if g := s.group(p.Name()); g != nil {
+			return nil, g.noOptions
+		}
+		return nil, status.Errorf(codes.Unimplemented, "node group %q sets no autoscaling options; the autoscaler's defaults apply", p.Name())
 	}
 	return &protos.NodeGroupAutoscalingOptionsResponse{NodeGroupAutoscalingOptions: toProto(o)}, nil
 }

@@ -37,6 +37,9 @@ type claim struct {
 	requested time.Time
 	group     *atomicGroup // set for the claims of one AtomicIncreaseSize
 	done      chan struct{}
+	// set holds the pool's settings when the claim was made (for a
+	// resumed flow: when it was resumed); the flow uses them throughout.
+	set *settings
 
 	// The fields below are guarded by Pool.mu.
 	phase    claimPhase
@@ -92,7 +95,9 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 	if n <= 0 {
 		return nil, fmt.Errorf("pool %q: %w: size increase must be positive, got %d", p.cfg.Name, ErrInvalidDelta, n)
 	}
-	if e := p.offerings.check(p.cfg.ServerType, p.cfg.Location, p.cfg.PlacementGroup); e != nil && p.opts.unavailableTTL > 0 {
+	if s := p.current(); s.removed {
+		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, ErrRemoved)
+	} else if e := p.offerings.check(s.cfg.ServerType, s.cfg.Location, s.cfg.PlacementGroup); e != nil && p.opts.unavailableTTL > 0 {
 		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, e)
 	}
 	if p.offerings.takeRefetchTypes() {
@@ -109,15 +114,23 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, ErrClosed)
 	}
-	target := p.targetLocked(p.viewLocked())
-	if target+n > p.cfg.MaxSize {
+	// The settings are read under p.mu, which Reconfigure holds to
+	// publish new ones: the bound checked is the one the claims are made
+	// under.
+	set := p.current()
+	if set.removed {
 		p.mu.Unlock()
-		return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d", p.cfg.Name, ErrAboveMax, target, n, p.cfg.MaxSize)
+		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, ErrRemoved)
+	}
+	target := p.targetLocked(p.viewLocked())
+	if target+n > set.cfg.MaxSize {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d", p.cfg.Name, ErrAboveMax, target, n, set.cfg.MaxSize)
 	}
 	now := p.now()
 	claims := make([]*claim, 0, n)
 	for range n {
-		c := &claim{name: newServerName(p.cfg.Name), requested: now, group: group, done: make(chan struct{})}
+		c := &claim{name: newServerName(p.cfg.Name), requested: now, group: group, done: make(chan struct{}), set: set}
 		p.claims[c.name] = c
 		claims = append(claims, c)
 	}

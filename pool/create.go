@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
 
+	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
 	"github.com/hcloudscale/hcloudscale/servercache"
 )
@@ -44,7 +46,7 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	defer cancelReq()
 	log := p.log.With(zap.String("server", c.name))
 
-	opts, err := p.createOpts(flowCtx, c.name)
+	opts, err := p.createOpts(flowCtx, c.set, c.name)
 	if err != nil {
 		p.fail(taskCtx, c, nil, "prepare create request", err)
 		return
@@ -64,7 +66,7 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	p.mu.Unlock()
 	res, err := p.createServer(reqCtx, opts, log)
 	if err != nil && refusedImage(err) {
-		res, err = p.retryWithNewImage(reqCtx, opts, err, log)
+		res, err = p.retryWithNewImage(reqCtx, c.set, opts, err, log)
 	}
 	release(p.createSem)
 	// hcloud-go's own retries return the last attempt's error, not the
@@ -84,7 +86,7 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	log = log.With(zap.Int64("server_id", res.server.ID))
 	log.Debug("server created", zap.Bool("adopted", res.adopted))
 
-	if what, err := p.bringUp(flowCtx, &res, log); err != nil {
+	if what, err := p.bringUp(flowCtx, c.set, &res, log); err != nil {
 		p.fail(taskCtx, c, res.server, what, err)
 		return
 	}
@@ -94,24 +96,25 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 // createOpts builds the create request: the server type from the
 // catalogue (which must offer it in the location), the image for its
 // architecture, and the pool's settings.
-func (p *Pool) createOpts(ctx context.Context, name string) (hcloud.ServerCreateOpts, error) {
-	st, err := p.deps.Types.Lookup(ctx, p.cfg.ServerType)
+func (p *Pool) createOpts(ctx context.Context, set *settings, name string) (hcloud.ServerCreateOpts, error) {
+	cfg := &set.cfg
+	st, err := p.deps.Types.Lookup(ctx, cfg.ServerType)
 	if err != nil {
-		return hcloud.ServerCreateOpts{}, fmt.Errorf("server type %s: %w", p.cfg.ServerType, err)
+		return hcloud.ServerCreateOpts{}, fmt.Errorf("server type %s: %w", cfg.ServerType, err)
 	}
 	if st == nil {
 		return hcloud.ServerCreateOpts{}, &infoError{ErrorInfo{
 			Class: Other, Code: CodeServerTypeNotFound,
-			Message: fmt.Sprintf("server type %s does not exist", p.cfg.ServerType),
+			Message: fmt.Sprintf("server type %s does not exist", cfg.ServerType),
 		}}
 	}
-	if loc, ok := st.Locations[p.cfg.Location]; !ok || !loc.Available {
+	if loc, ok := st.Locations[cfg.Location]; !ok || !loc.Available {
 		return hcloud.ServerCreateOpts{}, &infoError{ErrorInfo{
 			Class: OutOfResources, Code: CodeServerTypeUnavailable,
-			Message: fmt.Sprintf("server type %s is not available in location %s", st.Name, p.cfg.Location),
+			Message: fmt.Sprintf("server type %s is not available in location %s", st.Name, cfg.Location),
 		}}
 	}
-	img, err := p.deps.Images.ResolvePool(ctx, &p.cfg, st.Arch)
+	img, err := p.deps.Images.ResolvePool(ctx, cfg, st.Arch)
 	if err != nil {
 		if ctx.Err() != nil {
 			return hcloud.ServerCreateOpts{}, fmt.Errorf("resolving image: %w", err)
@@ -119,33 +122,37 @@ func (p *Pool) createOpts(ctx context.Context, name string) (hcloud.ServerCreate
 		return hcloud.ServerCreateOpts{}, &infoError{ErrorInfo{Class: Other, Code: CodeImage, Message: err.Error()}}
 	}
 
-	userData, err := p.userData(name, st.Arch)
+	userData, err := p.userData(set, name, st.Arch)
 	if err != nil {
 		return hcloud.ServerCreateOpts{}, err
 	}
-	start := !p.stoppedCreates
+	start := !set.stoppedCreates
+	labels := set.copyLabels()
+	// The user data's hash, for telling the server apart once the pool's
+	// cloud-init has changed (Drift).
+	labels[config.LabelUserDataHash] = UserDataHash(userData)
 	opts := hcloud.ServerCreateOpts{
 		Name:             name,
 		ServerType:       &hcloud.ServerType{ID: st.ID, Name: st.Name},
 		Image:            &hcloud.Image{ID: img.ID},
-		Location:         &hcloud.Location{Name: p.cfg.Location},
-		SSHKeys:          p.deps.SSHKeys,
+		Location:         &hcloud.Location{Name: cfg.Location},
+		SSHKeys:          set.refs.SSHKeys,
 		UserData:         userData,
 		StartAfterCreate: &start,
-		Labels:           p.copyLabels(),
-		PlacementGroup:   p.deps.PlacementGroup,
+		Labels:           labels,
+		PlacementGroup:   set.refs.PlacementGroup,
 		PublicNet: &hcloud.ServerCreatePublicNet{
-			EnableIPv4: p.cfg.PublicIPv4,
-			EnableIPv6: p.cfg.PublicIPv6,
+			EnableIPv4: cfg.PublicIPv4,
+			EnableIPv6: cfg.PublicIPv6,
 		},
 	}
-	for _, fw := range p.deps.Firewalls {
+	for _, fw := range set.refs.Firewalls {
 		opts.Firewalls = append(opts.Firewalls, &hcloud.ServerCreateFirewall{Firewall: *fw})
 	}
 	// With a subnet range the server joins the network after creation,
 	// with the range; the create request cannot name one.
-	if p.deps.Network != nil && !p.stoppedCreates {
-		opts.Networks = []*hcloud.Network{p.deps.Network}
+	if set.refs.Network != nil && !set.stoppedCreates {
+		opts.Networks = []*hcloud.Network{set.refs.Network}
 	}
 	return opts, nil
 }
@@ -243,7 +250,7 @@ func (p *Pool) findAfterFailure(taskCtx context.Context, name string, cause erro
 // bringUp waits until the new server runs: for its create actions and,
 // for a pool with a subnet range, attaches it with the range and powers
 // it on. It returns the failed step.
-func (p *Pool) bringUp(ctx context.Context, res *created, log *zap.Logger) (string, error) {
+func (p *Pool) bringUp(ctx context.Context, set *settings, res *created, log *zap.Logger) (string, error) {
 	if res.adopted {
 		// The create actions of an adopted server are unknown: watch its
 		// status instead, until it runs or, for a pool that attaches
@@ -256,39 +263,39 @@ func (p *Pool) bringUp(ctx context.Context, res *created, log *zap.Logger) (stri
 		if server.Status == hcloud.ServerStatusRunning {
 			return "", nil
 		}
-		if !p.stoppedCreates {
+		if !set.stoppedCreates {
 			// Created to start at once, yet off with no action running:
 			// its create or start action failed.
 			return "wait for adopted server", &infoError{ErrorInfo{Class: Other, Code: CodeActionFailed,
 				Message: fmt.Sprintf("server %s is off after its create: its create or start action failed", server.Name)}}
 		}
-	} else if err := p.deps.Waiter.WaitAs(ctx, p.cfg.ServerType+"/"+p.cfg.Location, res.actions...); err != nil {
+	} else if err := p.deps.Waiter.WaitAs(ctx, set.cfg.ServerType+"/"+set.cfg.Location, res.actions...); err != nil {
 		return "wait for create", err
 	}
-	if !p.stoppedCreates {
+	if !set.stoppedCreates {
 		return "", nil
 	}
 	server := res.server
-	if !res.adopted || server.PrivateNetFor(p.deps.Network) == nil {
+	if !res.adopted || server.PrivateNetFor(set.refs.Network) == nil {
 		action, err := p.send(ctx, res.adopted, func(ctx context.Context) (*hcloud.Action, *hcloud.Response, error) {
 			return p.deps.Servers.AttachToNetwork(ctx, server, hcloud.ServerAttachToNetworkOpts{
-				Network: p.deps.Network,
-				IPRange: prefixToIPNet(p.cfg.SubnetIPRange),
+				Network: set.refs.Network,
+				IPRange: prefixToIPNet(set.cfg.SubnetIPRange),
 			})
 		})
 		if err != nil && !hcloud.IsError(err, hcloud.ErrorCodeServerAlreadyAttached) {
-			return p.finishRefused(ctx, res, "attach to network", err, log)
+			return p.finishRefused(ctx, set, res, "attach to network", err, log)
 		}
 		if err := p.deps.Waiter.Wait(ctx, action); err != nil {
 			return "attach to network", err
 		}
-		log.Debug("server attached to network", zap.Int64("network", p.deps.Network.ID))
+		log.Debug("server attached to network", zap.Int64("network", set.refs.Network.ID))
 	}
 	action, err := p.send(ctx, res.adopted, func(ctx context.Context) (*hcloud.Action, *hcloud.Response, error) {
 		return p.deps.Servers.Poweron(ctx, server)
 	})
 	if err != nil {
-		return p.finishRefused(ctx, res, stepPowerOn, err, log)
+		return p.finishRefused(ctx, set, res, stepPowerOn, err, log)
 	}
 	if err := p.deps.Waiter.Wait(ctx, action); err != nil {
 		return "power on", err
@@ -346,6 +353,10 @@ func (p *Pool) succeed(taskCtx context.Context, c *claim, res created, log *zap.
 	// The start (or power-on) action succeeded, or an adopted server was
 	// seen running: the server runs.
 	srv.Status = hcloud.ServerStatusRunning
+	// A server created stopped was attached after the create's answer.
+	if n := c.set.refs.Network; n != nil && !slices.Contains(srv.NetworkIDs, n.ID) {
+		srv.NetworkIDs = append(slices.Clone(srv.NetworkIDs), n.ID)
+	}
 	if p.deps.Cache.Current() == nil {
 		// Upsert needs a snapshot to change; the first listing also shows
 		// the new server.
@@ -421,9 +432,10 @@ func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, wh
 	// sees the failed instance must also see IncreaseSize fail at once.
 	info := classify(what, err)
 	if info.Class == OutOfResources && p.opts.unavailableTTL > 0 {
-		u := UnavailableError{ServerType: p.cfg.ServerType, Location: p.cfg.Location, Code: info.Code, Message: info.Message}
+		cfg := &c.set.cfg
+		u := UnavailableError{ServerType: cfg.ServerType, Location: cfg.Location, Code: info.Code, Message: info.Message}
 		if info.Code == string(errorCodePlacementGroupMemberLimitReached) {
-			u.PlacementGroup = p.cfg.PlacementGroup
+			u.PlacementGroup = cfg.PlacementGroup
 		}
 		marked := p.offerings.mark(u, p.opts.unavailableTTL)
 		log.Warn("offering marked unavailable; scale-ups of the pool fail at once until then",

@@ -124,6 +124,7 @@ func TestCreateRequestCarriesEveryOption(t *testing.T) {
 					ImageID:    img.ID,
 					Labels: map[string]string{
 						config.LabelNodeGroup: "workers", config.LabelCluster: testCluster, "team": "a",
+						config.LabelUserDataHash: UserDataHash(testCloudInit),
 					},
 					UserData:       testCloudInit,
 					SSHKeys:        []int64{deps.SSHKeys[0].ID},

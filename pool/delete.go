@@ -109,9 +109,10 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 	// either: with one server and one placeholder at min 1, the server
 	// stays.
 	target := p.targetLocked(snap)
-	if healthy := target - p.failedLocked(snap, now); !force && live > 0 && healthy-live < p.cfg.MinSize {
+	minSize, _ := p.current().bounds()
+	if healthy := target - p.failedLocked(snap, now); !force && live > 0 && healthy-live < minSize {
 		p.mu.Unlock()
-		return fmt.Errorf("pool %q: %w: deleting %d instances would leave %d of %d below the min size %d", p.cfg.Name, ErrBelowMin, live, healthy-live, target, p.cfg.MinSize)
+		return fmt.Errorf("pool %q: %w: deleting %d instances would leave %d of %d below the min size %d", p.cfg.Name, ErrBelowMin, live, healthy-live, target, minSize)
 	}
 	var servers []*servercache.Server
 	for _, t := range targets {

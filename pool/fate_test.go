@@ -192,7 +192,11 @@ func TestFlowEndRuleUnderRandomInterleavings(t *testing.T) {
 		e.newPool(subnetPoolConfig("subnet"), WithCreationTimeout(dur(100*time.Millisecond, 800*time.Millisecond))),
 	}
 	for _, p := range pools {
-		p.cfg.MaxSize = 20
+		cfg := p.Config()
+		cfg.MaxSize = 20
+		if err := p.Reconfigure(cfg, e.deps(cfg)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx := t.Context()
 

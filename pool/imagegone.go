@@ -21,15 +21,15 @@ func refusedImage(err error) bool {
 // that names another image, sends the create once more with it and the
 // same server name. Otherwise, or when resolving fails, the create's own
 // error stands.
-func (p *Pool) retryWithNewImage(ctx context.Context, opts hcloud.ServerCreateOpts, cause error, log *zap.Logger) (created, error) {
+func (p *Pool) retryWithNewImage(ctx context.Context, set *settings, opts hcloud.ServerCreateOpts, cause error, log *zap.Logger) (created, error) {
 	if opts.Image == nil || !p.deps.Images.Forget(opts.Image.ID) {
 		return created{}, cause
 	}
-	st, err := p.deps.Types.Lookup(ctx, p.cfg.ServerType)
+	st, err := p.deps.Types.Lookup(ctx, set.cfg.ServerType)
 	if err != nil || st == nil {
 		return created{}, cause
 	}
-	img, err := p.deps.Images.ResolvePool(ctx, &p.cfg, st.Arch)
+	img, err := p.deps.Images.ResolvePool(ctx, &set.cfg, st.Arch)
 	if err != nil {
 		log.Warn("the create was refused and the pool's image cannot be resolved again", zap.Error(err), zap.NamedError("cause", cause))
 		return created{}, cause

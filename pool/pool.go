@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/hcloudscale/hcloudscale/actionwait"
-	"github.com/hcloudscale/hcloudscale/cloudinit"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/imageresolve"
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
@@ -78,8 +78,13 @@ type Deps struct {
 
 // Pool scales one node pool. Its methods are safe for concurrent use.
 type Pool struct {
-	cfg       config.Pool
+	// cfg holds what never changes: the name. The other settings change
+	// with Reconfigure: read them from current().
+	cfg struct{ Name string }
+	// deps holds the shared clients and caches; the resolved references
+	// are in the settings.
 	deps      Deps
+	set       atomic.Pointer[settings]
 	opts      options
 	log       *zap.Logger
 	metrics   *metrics.Set
@@ -87,13 +92,8 @@ type Pool struct {
 	// ownLabels are the labels that make a server ours: the node-group
 	// label and, with a cluster name, the cluster label.
 	ownLabels map[string]string
-	// stoppedCreates is true when servers are created stopped (a subnet
-	// range is set) and attached and powered on afterwards.
-	stoppedCreates bool
-	createSem      chan struct{} // bounds create-side requests in flight
-	deleteSem      chan struct{} // bounds delete requests in flight
-	// cloudInit is the parsed template when cfg.CloudInitTemplate is set.
-	cloudInit *cloudinit.Template
+	createSem chan struct{} // bounds create-side requests in flight
+	deleteSem chan struct{} // bounds delete requests in flight
 
 	wg sync.WaitGroup // every background goroutine of the pool
 
@@ -142,13 +142,8 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	if sc, ok := deps.Servers.(*hcloud.ServerClient); ok && sc != nil && sc.Action != nil && deps.ServerActions == nil {
 		deps.ServerActions = sc.Action
 	}
-	errs := checkConfig(&cfg, o.clusterName)
-	errs = append(errs, checkDeps(&cfg, &deps)...)
+	set, errs := newSettings(cfg, deps, o.clusterName)
 	errs = append(errs, checkOptions(cfg.Name, &o)...)
-	cloudInit, err := parseCloudInit(&cfg)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("pool %q: %w", cfg.Name, err))
-	}
 	m, err := metrics.New(o.registerer)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("pool %q: %w", cfg.Name, err))
@@ -166,24 +161,22 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		own[config.LabelCluster] = v
 	}
 	p := &Pool{
-		cfg:            cfg,
-		deps:           deps,
-		opts:           o,
-		log:            o.logger.Named("pool").With(zap.String("pool", cfg.Name)),
-		metrics:        m,
-		offerings:      offerings,
-		ownLabels:      own,
-		stoppedCreates: cfg.SubnetIPRange.IsValid(),
-		createSem:      make(chan struct{}, o.createConcurrency),
-		deleteSem:      make(chan struct{}, o.deleteConcurrency),
-		cloudInit:      cloudInit,
-		claims:         make(map[string]*claim),
-		deleting:       make(map[int64]struct{}),
-		tasks:          make(map[uint64]context.CancelFunc),
-		released:       make(map[int64]hcloud.ServerStatus),
+		deps:      deps,
+		opts:      o,
+		log:       o.logger.Named("pool").With(zap.String("pool", cfg.Name)),
+		metrics:   m,
+		offerings: offerings,
+		ownLabels: own,
+		createSem: make(chan struct{}, o.createConcurrency),
+		deleteSem: make(chan struct{}, o.deleteConcurrency),
+		claims:    make(map[string]*claim),
+		deleting:  make(map[int64]struct{}),
+		tasks:     make(map[uint64]context.CancelFunc),
+		released:  make(map[int64]hcloud.ServerStatus),
 	}
-	p.metrics.PoolMinSize.WithLabelValues(cfg.Name).Set(float64(cfg.MinSize))
-	p.metrics.PoolMaxSize.WithLabelValues(cfg.Name).Set(float64(cfg.MaxSize))
+	p.cfg.Name = cfg.Name
+	p.set.Store(set)
+	p.publishBounds(set)
 	return p, nil
 }
 
@@ -276,14 +269,20 @@ func checkOptions(pool string, o *options) []error {
 // Name returns the pool's name.
 func (p *Pool) Name() string { return p.cfg.Name }
 
-// MinSize returns the configured minimum size.
-func (p *Pool) MinSize() int { return p.cfg.MinSize }
+// MinSize returns the configured minimum size; 0 once removed.
+func (p *Pool) MinSize() int {
+	minSize, _ := p.current().bounds()
+	return minSize
+}
 
-// MaxSize returns the configured maximum size.
-func (p *Pool) MaxSize() int { return p.cfg.MaxSize }
+// MaxSize returns the configured maximum size; 0 once removed.
+func (p *Pool) MaxSize() int {
+	_, maxSize := p.current().bounds()
+	return maxSize
+}
 
-// Config returns the pool's configuration.
-func (p *Pool) Config() config.Pool { return p.cfg }
+// Config returns the pool's configuration, as of the last Reconfigure.
+func (p *Pool) Config() config.Pool { return p.current().cfg }
 
 // TargetSize returns the servers of the pool that exist and are not being
 // deleted, plus the pending claims and the placeholders of failed claims
@@ -429,4 +428,4 @@ func (p *Pool) Close(ctx context.Context) error {
 func (p *Pool) now() time.Time { return p.opts.clock.Now() }
 
 // copyLabels returns the labels for a create request.
-func (p *Pool) copyLabels() map[string]string { return maps.Clone(p.cfg.ServerLabels) }
+func (s *settings) copyLabels() map[string]string { return maps.Clone(s.cfg.ServerLabels) }

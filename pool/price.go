@@ -14,20 +14,21 @@ func (p *Pool) Price(start, end time.Time) (float64, error) {
 	if end.Before(start) {
 		return 0, fmt.Errorf("pool %q: price: end %s is before start %s", p.cfg.Name, end, start)
 	}
+	cfg := &p.current().cfg
 	for _, st := range p.deps.Types.Current() {
-		if st.Name != p.cfg.ServerType {
+		if st.Name != cfg.ServerType {
 			continue
 		}
-		loc, ok := st.Locations[p.cfg.Location]
+		loc, ok := st.Locations[cfg.Location]
 		if !ok || !loc.HasPrice {
-			return 0, fmt.Errorf("pool %q: price: server type %s has no price in location %s", p.cfg.Name, st.Name, p.cfg.Location)
+			return 0, fmt.Errorf("pool %q: price: server type %s has no price in location %s", p.cfg.Name, st.Name, cfg.Location)
 		}
 		return loc.PriceHourlyNet * end.Sub(start).Hours(), nil
 	}
 	if p.deps.Types.Current() == nil {
 		return 0, fmt.Errorf("pool %q: price: server type catalogue not loaded yet", p.cfg.Name)
 	}
-	return 0, fmt.Errorf("pool %q: price: server type %s does not exist", p.cfg.Name, p.cfg.ServerType)
+	return 0, fmt.Errorf("pool %q: price: server type %s does not exist", p.cfg.Name, cfg.ServerType)
 }
 
 // AutoscalingOptions mirrors the Cluster Autoscaler's
@@ -49,7 +50,7 @@ type AutoscalingOptions struct {
 // flag defaults. The autoscaler uses the returned struct field by field,
 // so every field the pool leaves unset keeps its default.
 func (p *Pool) Options(defaults AutoscalingOptions) (*AutoscalingOptions, bool) {
-	a := p.cfg.Autoscaling
+	a := p.current().cfg.Autoscaling
 	if a == nil {
 		return nil, false
 	}

@@ -71,6 +71,7 @@ func (p *Pool) Resume() int {
 		return 0
 	}
 	servers := snap.Pool(p.cfg.Name)
+	set := p.current()
 	listed := make(map[int64]bool, len(servers))
 	var started []*claim
 	for _, s := range servers {
@@ -81,7 +82,7 @@ func (p *Pool) Resume() int {
 			}
 			delete(p.released, s.ID)
 		}
-		if _, owned := p.claims[s.Name]; owned || p.deletingLocked(s) || !p.resumable(s, now) {
+		if _, owned := p.claims[s.Name]; owned || p.deletingLocked(s) || !p.resumable(set, s, now) {
 			continue
 		}
 		requested := s.Created
@@ -89,7 +90,7 @@ func (p *Pool) Resume() int {
 			requested = now
 		}
 		c := &claim{
-			name: s.Name, requested: requested, done: make(chan struct{}),
+			name: s.Name, requested: requested, done: make(chan struct{}), set: set,
 			phase: claimCreating, serverID: s.ID, status: s.Status,
 		}
 		p.claims[c.name] = c
@@ -119,13 +120,13 @@ func (p *Pool) Resume() int {
 
 // resumable reports whether a listed server may be a create flow left
 // unfinished; runResume decides after looking it up.
-func (p *Pool) resumable(s *servercache.Server, now time.Time) bool {
+func (p *Pool) resumable(set *settings, s *servercache.Server, now time.Time) bool {
 	young := s.Created.IsZero() || now.Sub(s.Created) <= p.opts.creationTimeout
 	switch s.Status {
 	case hcloud.ServerStatusInitializing, hcloud.ServerStatusStarting:
 		return young
 	case hcloud.ServerStatusOff:
-		return p.stoppedCreates
+		return set.stoppedCreates
 	default:
 		return false
 	}
@@ -145,14 +146,14 @@ func (p *Pool) runResume(taskCtx context.Context, c *claim, listed hcloud.Server
 	ref := &hcloud.Server{ID: c.serverID, Name: c.name}
 
 	server, err := p.getServer(ctx, c.serverID)
-	if err == nil && server != nil && p.resumeStale(server) {
+	if err == nil && server != nil && p.resumeStale(c.set, server) {
 		err = errNotResumable
 	}
 	if err == nil && server != nil && !p.owns(server.Labels) {
 		err = errNotResumable
 	}
 	if err == nil && server != nil {
-		server, err = p.finishCreate(ctx, server, false, log)
+		server, err = p.finishCreate(ctx, c.set, server, false, log)
 	}
 	switch {
 	case err == nil && server == nil:
@@ -203,8 +204,8 @@ func isStepError(err error) bool {
 // resumeStale reports an attached, stopped server of a subnet pool that
 // is older than the creation timeout: it may have run and been stopped
 // since, which is not the pool's to undo.
-func (p *Pool) resumeStale(s *hcloud.Server) bool {
-	if !p.stoppedCreates || s.Status != hcloud.ServerStatusOff || s.PrivateNetFor(p.deps.Network) == nil {
+func (p *Pool) resumeStale(set *settings, s *hcloud.Server) bool {
+	if !set.stoppedCreates || s.Status != hcloud.ServerStatusOff || s.PrivateNetFor(set.refs.Network) == nil {
 		return false
 	}
 	return !s.Created.IsZero() && p.now().Sub(s.Created) > p.opts.creationTimeout
@@ -220,7 +221,7 @@ func (p *Pool) resumeStale(s *hcloud.Server) bool {
 // without that proof may be a node that someone shut down after it ran
 // (a resumed flow found it starting after a reboot): errNotResumable, so
 // that it is left alone rather than deleted as a failed create.
-func (p *Pool) finishCreate(ctx context.Context, s *hcloud.Server, neverRan bool, log *zap.Logger) (*hcloud.Server, error) {
+func (p *Pool) finishCreate(ctx context.Context, set *settings, s *hcloud.Server, neverRan bool, log *zap.Logger) (*hcloud.Server, error) {
 	var err error
 	for range resumeSteps {
 		if s != nil && s.Status == hcloud.ServerStatusInitializing {
@@ -239,17 +240,17 @@ func (p *Pool) finishCreate(ctx context.Context, s *hcloud.Server, neverRan bool
 			if s, err = p.pollServer(ctx, s, settledForResume); err != nil {
 				return nil, &stepError{"wait for server", err}
 			}
-		case s.Status == hcloud.ServerStatusOff && !p.stoppedCreates && !neverRan:
+		case s.Status == hcloud.ServerStatusOff && !set.stoppedCreates && !neverRan:
 			return nil, errNotResumable
-		case s.Status == hcloud.ServerStatusOff && !p.stoppedCreates:
+		case s.Status == hcloud.ServerStatusOff && !set.stoppedCreates:
 			return nil, &stepError{"wait for server", &infoError{ErrorInfo{Class: Other, Code: CodeActionFailed,
 				Message: fmt.Sprintf("server %s is off after its create: its create or start action failed", s.Name)}}}
-		case s.Status == hcloud.ServerStatusOff && s.PrivateNetFor(p.deps.Network) == nil:
+		case s.Status == hcloud.ServerStatusOff && s.PrivateNetFor(set.refs.Network) == nil:
 			server := s
 			action, err := p.send(ctx, true, func(ctx context.Context) (*hcloud.Action, *hcloud.Response, error) {
 				return p.deps.Servers.AttachToNetwork(ctx, server, hcloud.ServerAttachToNetworkOpts{
-					Network: p.deps.Network,
-					IPRange: prefixToIPNet(p.cfg.SubnetIPRange),
+					Network: set.refs.Network,
+					IPRange: prefixToIPNet(set.cfg.SubnetIPRange),
 				})
 			})
 			switch {
@@ -257,7 +258,7 @@ func (p *Pool) finishCreate(ctx context.Context, s *hcloud.Server, neverRan bool
 				if err := p.deps.Waiter.Wait(ctx, action); err != nil {
 					return nil, &stepError{"attach to network", err}
 				}
-				log.Debug("server attached to network", zap.Int64("network", p.deps.Network.ID))
+				log.Debug("server attached to network", zap.Int64("network", set.refs.Network.ID))
 			case hcloud.IsError(err, hcloud.ErrorCodeServerAlreadyAttached, hcloud.ErrorCodeLocked):
 				// Another process attached it, or is acting on it.
 			default:
@@ -382,7 +383,7 @@ func (p *Pool) dropResumed(c *claim, status hcloud.ServerStatus) {
 // attached, already running), the create is finished from what the API
 // shows, as a resumed flow would. Otherwise the refusal is the flow's
 // failure.
-func (p *Pool) finishRefused(ctx context.Context, res *created, what string, cause error, log *zap.Logger) (string, error) {
+func (p *Pool) finishRefused(ctx context.Context, set *settings, res *created, what string, cause error, log *zap.Logger) (string, error) {
 	if ctx.Err() != nil {
 		return what, cause
 	}
@@ -395,7 +396,7 @@ func (p *Pool) finishRefused(ctx context.Context, res *created, what string, cau
 	if err != nil || s == nil || (!locked && s.Status == hcloud.ServerStatusOff) {
 		return what, cause
 	}
-	s, err = p.finishCreate(ctx, s, true, log)
+	s, err = p.finishCreate(ctx, set, s, true, log)
 	if err != nil || s == nil {
 		return what, cause
 	}

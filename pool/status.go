@@ -35,7 +35,9 @@ func (p *Pool) Instances() []Instance {
 // target, the counts and the instances always agree.
 func (p *Pool) view() ([]Instance, Status) {
 	now := p.now()
-	st := Status{Name: p.cfg.Name, MinSize: p.cfg.MinSize, MaxSize: p.cfg.MaxSize}
+	set := p.current()
+	minSize, maxSize := set.bounds()
+	st := Status{Name: p.cfg.Name, MinSize: minSize, MaxSize: maxSize, Removed: set.removed}
 	p.mu.Lock()
 	snap := p.viewLocked()
 	var out []Instance
@@ -113,6 +115,9 @@ type Status struct {
 	Name    string
 	MinSize int
 	MaxSize int
+	// Removed says the pool was removed from the configuration and only
+	// shrinks ([Pool.Remove]).
+	Removed bool
 	Target  int
 	// Running, Creating and Deleting count Instances by state; Failed
 	// counts the instances with an error (also counted by state).

@@ -73,14 +73,15 @@ func Zone(location string) string {
 // (see the package documentation). ProviderID is empty; the name is
 // "<pool>-template".
 func (p *Pool) TemplateNode(ctx context.Context) (*corev1.Node, error) {
-	st, err := p.deps.Types.Lookup(ctx, p.cfg.ServerType)
+	cfg := p.current().cfg
+	st, err := p.deps.Types.Lookup(ctx, cfg.ServerType)
 	if err != nil {
 		return nil, fmt.Errorf("pool %q: template node: %w", p.cfg.Name, err)
 	}
 	if st == nil {
-		return nil, fmt.Errorf("pool %q: template node: server type %s does not exist", p.cfg.Name, p.cfg.ServerType)
+		return nil, fmt.Errorf("pool %q: template node: server type %s does not exist", p.cfg.Name, cfg.ServerType)
 	}
-	return templateNode(&p.cfg, st)
+	return templateNode(&cfg, st)
 }
 
 func templateNode(cfg *config.Pool, st *servercache.ServerType) (*corev1.Node, error) {

@@ -28,11 +28,11 @@ func parseCloudInit(cfg *config.Pool) (*cloudinit.Template, error) {
 // userData is the user data of a new server: the pool's cloudInit as
 // written, or its template rendered for the server. Neither ever reaches
 // a log, an error or a metric.
-func (p *Pool) userData(server string, arch config.Arch) (string, error) {
-	if p.cloudInit == nil {
-		return p.cfg.CloudInit.Reveal(), nil
+func (p *Pool) userData(set *settings, server string, arch config.Arch) (string, error) {
+	if set.cloudInit == nil {
+		return set.cfg.CloudInit.Reveal(), nil
 	}
-	out, err := p.cloudInit.Render(config.CloudInitValues(&p.cfg, p.opts.clusterName, server, arch))
+	out, err := set.cloudInit.Render(config.CloudInitValues(&set.cfg, p.opts.clusterName, server, arch))
 	if err != nil {
 		return "", &infoError{ErrorInfo{Class: Other, Code: CodeCloudInit,
 			Message: fmt.Sprintf("cloud-init template of pool %s: %v", p.cfg.Name, err)}}

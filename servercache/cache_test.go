@@ -205,7 +205,12 @@ func TestSnapshotRecordsTheAPIServers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Get() error: %v", err)
 	}
-	want := []Server{{ID: id, Name: "gpu-1", Pool: "gpu", Status: hcloud.ServerStatusOff, ServerType: "cax21", Location: "hel1", Created: created}}
+	info, ok := fake.ServerByID(id)
+	if !ok || info.ImageID == 0 {
+		t.Fatalf("fake server %d: %+v, %v; want one with an image", id, info, ok)
+	}
+	want := []Server{{ID: id, Name: "gpu-1", Pool: "gpu", Status: hcloud.ServerStatusOff, ServerType: "cax21", Location: "hel1", Created: created,
+		ImageID: info.ImageID, Labels: poolLabels("gpu", "prod")}}
 	if diff := cmp.Diff(want, deref(snap.All())); diff != "" {
 		t.Errorf("snapshot mismatch (-want +got):\n%s", diff)
 	}

@@ -26,6 +26,15 @@ type Server struct {
 	ServerType string
 	Location   string
 	Created    time.Time
+
+	// What a server was built with, for telling servers that differ from
+	// their pool's configuration (pool.Pool.Drift). Zero: none, or unknown
+	// (ImageID 0 for an image deleted since).
+	ImageID          int64
+	PlacementGroupID int64
+	NetworkIDs       []int64
+	FirewallIDs      []int64
+	Labels           map[string]string
 }
 
 // ProviderID returns the Kubernetes provider ID of the server's node,
@@ -82,5 +91,22 @@ func FromHCloud(s *hcloud.Server) Server {
 	if s.Location != nil {
 		srv.Location = s.Location.Name
 	}
+	if s.Image != nil {
+		srv.ImageID = s.Image.ID
+	}
+	if s.PlacementGroup != nil {
+		srv.PlacementGroupID = s.PlacementGroup.ID
+	}
+	for _, n := range s.PrivateNet {
+		if n.Network != nil {
+			srv.NetworkIDs = append(srv.NetworkIDs, n.Network.ID)
+		}
+	}
+	for _, fw := range s.PublicNet.Firewalls {
+		if fw != nil && fw.Firewall.ID != 0 {
+			srv.FirewallIDs = append(srv.FirewallIDs, fw.Firewall.ID)
+		}
+	}
+	srv.Labels = s.Labels
 	return srv
 }

@@ -69,7 +69,12 @@ func serveHelp(fs *flag.FlagSet) func(io.Writer) {
 Serves the Cluster Autoscaler's externalgrpc cloud-provider protocol, so that a stock
 autoscaler started with --cloud-provider=externalgrpc --cloud-config=<file> scales the
 Hetzner Cloud pools given by --nodes and the environment. Pools, token and cluster config
-are configured here, not in the autoscaler. Run one replica per cluster, or
+are configured here, not in the autoscaler. Pools may also be declared in the cluster
+config alone (nodeConfigs.<pool> with serverType, location and maxSize); a file given by
+HCLOUD_CLUSTER_CONFIG_FILE (such as a mounted ConfigMap) is read again when it changes
+and applied at the autoscaler's next Refresh: pools added, changed and removed without
+a restart. A file that does not load changes nothing (hcloudscale_config_reload_success
+0, logged). Run one replica per cluster, or
 several with --leader-elect: only the holder of a Kubernetes Lease changes
 servers, and only while its last renewal is younger than the renew deadline;
 standbys answer reads and refuse Refresh and changes with Unavailable (the
@@ -90,9 +95,6 @@ Flags:
 // check validates the flags and reports every problem at once.
 func (f *serveFlags) check() error {
 	var errs []error
-	if len(*f.nodes) == 0 {
-		errs = append(errs, errors.New("--nodes: at least one pool is required"))
-	}
 	addr := func(name, value string, optional bool) {
 		if value == "" && optional {
 			return
@@ -257,10 +259,13 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 	if err != nil {
 		return nil, err
 	}
+	// A configuration file is read again at the autoscaler's Refresh,
+	// which only the leader answers.
 	cluster, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithRegisterer(reg),
 		hcloudscale.WithListTTL(f.listTTL), hcloudscale.WithPollInterval(f.pollInterval),
 		hcloudscale.WithFence(lead.fence()),
-		hcloudscale.WithResumeWhen(func() bool { return lead == nil || lead.leads() }))
+		hcloudscale.WithResumeWhen(func() bool { return lead == nil || lead.leads() }),
+		hcloudscale.WithConfigFileReload(env, *f.nodes, cfg))
 	if err != nil {
 		return nil, fmt.Errorf("checking the configuration against the API: %w", err)
 	}

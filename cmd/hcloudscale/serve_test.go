@@ -81,7 +81,7 @@ func TestServeFlagValidation(t *testing.T) {
 		stderr []string
 	}{
 		{"unknown flag", []string{nodes, "--bogus"}, exitUsage, []string{"flag provided but not defined: -bogus", "serve --help"}},
-		{"no pools", nil, exitUsage, []string{"--nodes: at least one pool is required"}},
+		{"no --nodes: pools may come from the cluster config alone", nil, exitFailure, []string{"--nodes: no pools"}},
 		{"positional argument", []string{nodes, "extra"}, exitUsage, []string{`unexpected arguments ["extra"]`}},
 		{"all addresses without TLS", []string{nodes, "--listen", ":8086"}, exitUsage, []string{"--listen :8086 is not a loopback address"}},
 		{"pod address without TLS", []string{nodes, "--listen", "10.0.0.5:8086"}, exitUsage, []string{"is not a loopback address"}},

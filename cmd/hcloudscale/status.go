@@ -25,7 +25,10 @@ Shows each pool as the autoscaler sees it: min, max and target size, its servers
 state, the instances that need attention with their errors (servers that never started,
 servers in status unknown, stopped servers of a subnet pool that are not attached to the
 network: an interrupted create, shown as creating), whether the pool's server type can be ordered in its location,
-and the API rate-limit budget left.
+the servers that differ from what the pool's configuration would create now (server type,
+location, image, placement group, network, firewalls, labels, user data: nothing replaces
+them by itself), and the API rate-limit budget left. With --serve-metrics it also says
+whether a running serve runs the content of HCLOUD_CLUSTER_CONFIG_FILE.
 
 status builds its own view from the API (one server listing, which is all the pools'
 servers: a few requests). Pending creates and the placeholders of failed creates of a
@@ -44,6 +47,8 @@ type statusResult struct {
 	Pools       []poolStatus    `json:"pools"`
 	RateLimit   rateLimitStatus `json:"rateLimit"`
 	Warnings    []string        `json:"warnings"`
+	// Config is set with --serve-metrics.
+	Config *configStatus `json:"config,omitempty"`
 }
 
 type poolStatus struct {
@@ -60,6 +65,9 @@ type poolStatus struct {
 	// Creating leaves them out, so that each instance is counted once.
 	Failed        int `json:"failed"`
 	PendingClaims int `json:"pendingClaims"`
+	// Drifted counts the servers that differ from the pool's
+	// configuration (see instanceStatus.Drift).
+	Drifted int `json:"drifted"`
 	// Offering is "available", or "deprecated" with OrderableUntil, as
 	// the server-type catalogue says for the pool's location.
 	Offering       string                `json:"offering"`
@@ -75,6 +83,10 @@ type instanceStatus struct {
 	State    string       `json:"state"`
 	Status   string       `json:"status,omitempty"`
 	Error    *errorStatus `json:"error,omitempty"`
+	// Drift says what differs between the server and what the pool's
+	// configuration would create now ("reason: detail"); nothing replaces
+	// it by itself.
+	Drift []string `json:"drift,omitempty"`
 }
 
 // errorStatus is an instance's error info; for a server in Hetzner status
@@ -123,11 +135,17 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	cf := registerConfigFlags(fs)
 	output := outputFlag(fs)
 	all := fs.Bool("instances", false, "list every instance of every pool, not only those with an error")
+	serveMetrics := fs.String("serve-metrics", "", "URL of a running serve's /metrics: show whether it runs the content of HCLOUD_CLUSTER_CONFIG_FILE (serve reloads the file; one that does not load leaves it on the last good one)")
 	if code, ok := parseFlags(fs, args, stdout, stderr, statusHelp(fs)); !ok {
 		return code
 	}
 	log, cfg, code := cf.load(stderr, "status", *output, env)
 	if code != 0 {
+		if *serveMetrics != "" {
+			// A file that does not load is what a running serve
+			// refused too: say what it runs instead.
+			printConfigStatus(stderr, readConfigStatus(ctx, env, *serveMetrics))
+		}
 		return code
 	}
 	// A sold-out type or a missing image is what an operator runs status
@@ -142,6 +160,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	if err != nil {
 		fmt.Fprintf(stderr, "hcloudscale status: %v\n", err)
 		return exitFailure
+	}
+	if *serveMetrics != "" {
+		res.Config = readConfigStatus(ctx, env, *serveMetrics)
 	}
 	if *output == outputJSON {
 		if err := writeJSON(stdout, res); err != nil {
@@ -172,11 +193,16 @@ func clusterStatus(ctx context.Context, c *hcloudscale.Cluster) (*statusResult, 
 		Pools:       []poolStatus{},
 		Warnings:    append([]string{}, c.Warnings()...),
 	}
+	drift, err := c.Drift(ctx)
+	if err != nil {
+		res.Warnings = append(res.Warnings, "drift: "+err.Error())
+	}
 	for _, p := range c.Pools() {
 		ps := newPoolStatus(p, byName[p.Config().ServerType])
 		if err := markUnfinished(ctx, c, p, &ps); err != nil {
 			return nil, err
 		}
+		addDrift(&ps, drift[p.Name()])
 		res.Pools = append(res.Pools, ps)
 	}
 	res.RateLimit = newRateLimitStatus(c.RateLimit())
@@ -211,6 +237,26 @@ func newPoolStatus(p *pool.Pool, t *servercache.ServerType) poolStatus {
 		})
 	}
 	return ps
+}
+
+// addDrift marks the drifted servers of ps.
+func addDrift(ps *poolStatus, drift []pool.Drift) {
+	byID := map[int64]*pool.Drift{}
+	for i := range drift {
+		if drift[i].Drifted() {
+			byID[drift[i].ServerID] = &drift[i]
+		}
+	}
+	for i := range ps.Instances {
+		d := byID[ps.Instances[i].ServerID]
+		if d == nil || ps.Instances[i].ServerID == 0 {
+			continue
+		}
+		ps.Drifted++
+		for j, r := range d.Reasons {
+			ps.Instances[i].Drift = append(ps.Instances[i].Drift, string(r)+": "+d.Details[j])
+		}
+	}
 }
 
 func newInstanceStatus(in pool.Instance) instanceStatus {
@@ -346,6 +392,23 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 		tb.flush()
 	}
 
+	var drifted [][]any
+	for _, p := range res.Pools {
+		for _, in := range p.Instances {
+			if len(in.Drift) > 0 {
+				drifted = append(drifted, []any{"  " + p.Name, in.Name, strings.Join(in.Drift, "; ")})
+			}
+		}
+	}
+	if len(drifted) > 0 {
+		fmt.Fprintf(w, "\nServers that differ from their pool's configuration (nothing replaces them; a drained node the autoscaler removes comes back as configured)\n")
+		tb = newTable(w, "  POOL", "NAME", "DIFFERS")
+		for _, r := range drifted {
+			tb.row(r...)
+		}
+		tb.flush()
+	}
+
 	var unavailable []string
 	for _, p := range res.Pools {
 		for _, u := range p.Unavailable {
@@ -369,6 +432,8 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 			fmt.Fprintf(w, "  %s\n", warn)
 		}
 	}
+
+	printConfigStatus(w, res.Config)
 
 	rl := res.RateLimit
 	fmt.Fprintf(w, "\nAPI budget: %d of %d requests left", rl.Remaining, rl.Limit)

@@ -68,7 +68,8 @@ func TestStatus(t *testing.T) {
 			Running: 1, Offering: "available"},
 		{Name: "arm-batch-hel1", ServerType: "cax21", Location: "hel1", MinSize: 0, MaxSize: 5, Offering: "available"},
 	}
-	if diff := cmp.Diff(want, res.Pools, cmpopts.IgnoreFields(poolStatus{}, "Instances", "Unavailable")); diff != "" {
+	// Drift has a test of its own: servers added by hand differ in much.
+	if diff := cmp.Diff(want, res.Pools, cmpopts.IgnoreFields(poolStatus{}, "Instances", "Unavailable", "Drifted")); diff != "" {
 		t.Errorf("status pools (-want +got):\n%s", diff)
 	}
 	if res.ClusterName != "prod" {
@@ -116,7 +117,8 @@ func TestStatus(t *testing.T) {
 			t.Errorf("status table lacks %q; output:\n%s", want, r.stdout)
 		}
 	}
-	if strings.Contains(r.stdout, "workers-1") {
+	// The drift section lists servers of their own (TestStatusShowsDrift).
+	if before, _, _ := strings.Cut(r.stdout, "Servers that differ"); strings.Contains(before, "workers-1") {
 		t.Errorf("status table lists a healthy instance without --instances:\n%s", r.stdout)
 	}
 	r = runCmd(t, runStatus, p.env(t, nil), append([]string{"--instances"}, exampleNodes...)...)
@@ -177,5 +179,33 @@ func TestStatusWithSoldOutType(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(res.Warnings, "\n"), `server type "cax21" is not available in location "hel1"`) {
 		t.Errorf("warnings = %q, want one about cax21 in hel1", res.Warnings)
+	}
+}
+
+// TestStatusShowsDrift: a server built otherwise than its pool's
+// configuration says is marked with what differs; one that matches is not.
+func TestStatusShowsDrift(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	ids := addServers(t, p,
+		hcloudtest.ServerInfo{Name: "arm-batch-1", ServerType: "cax11", Location: "nbg1", Labels: poolLabels("arm-batch", "prod")},
+	)
+	r := runCmd(t, runStatus, p.env(t, nil), append([]string{"-o", "json"}, exampleNodes...)...)
+	if r.code != exitOK {
+		t.Fatalf("status = %d; stderr:\n%s", r.code, r.stderr)
+	}
+	res := decodeJSON[statusResult](t, r)
+	var drift []string
+	for _, in := range res.Pools[1].Instances {
+		if in.ServerID == ids["arm-batch-1"] {
+			drift = in.Drift
+		}
+	}
+	if res.Pools[1].Drifted != 1 || len(drift) == 0 || !strings.HasPrefix(drift[0], "server_type: server type cax11, the pool's is cax21") {
+		t.Errorf("arm-batch: drifted %d, drift %q; want the server marked, server type first", res.Pools[1].Drifted, drift)
+	}
+	r = runCmd(t, runStatus, p.env(t, nil), exampleNodes...)
+	if !strings.Contains(r.stdout, "Servers that differ from their pool's configuration") || !strings.Contains(r.stdout, "server_type: server type cax11") {
+		t.Errorf("status table lacks the drifted server:\n%s", r.stdout)
 	}
 }

@@ -278,7 +278,7 @@ func checkOnline(ctx context.Context, cfg *config.Config, res *validateResult, l
 		if t == nil {
 			// New checked that it exists; a catalogue change since is
 			// worth saying.
-			errs = append(errs, fmt.Errorf("%s: server type %q does not exist", config.PoolSetting(i, p.Name), p.ServerType))
+			errs = append(errs, fmt.Errorf("%s: server type %q does not exist", poolSetting(i, p), p.ServerType))
 			continue
 		}
 		pp.Arch, pp.Cores, pp.MemoryGB = string(t.Arch), t.Cores, t.MemoryGB
@@ -288,7 +288,7 @@ func checkOnline(ctx context.Context, cfg *config.Config, res *validateResult, l
 		}
 		img, err := images.ResolvePool(ctx, p, t.Arch)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: image for %s: %w", config.PoolSetting(i, p.Name), t.Arch, err))
+			errs = append(errs, fmt.Errorf("%s: image for %s: %w", poolSetting(i, p), t.Arch, err))
 			continue
 		}
 		pp.Image = &imagePlan{ID: img.ID, Name: img.Name, Description: img.Description, Type: img.Type, Deprecated: img.Deprecated}
@@ -416,4 +416,13 @@ func joinLabels(m map[string]string) string {
 		parts = append(parts, k+"="+m[k])
 	}
 	return strings.Join(parts, ", ")
+}
+
+// poolSetting names the setting that declares the i-th pool: its --nodes
+// flag, or its nodeConfigs entry for a pool of the cluster config alone.
+func poolSetting(i int, p *config.Pool) string {
+	if p.Origin != "" {
+		return p.Origin
+	}
+	return config.PoolSetting(i, p.Name)
 }

@@ -112,7 +112,7 @@ func TestValidateProblems(t *testing.T) {
 		{
 			name:  "no pools",
 			nodes: nil,
-			want:  []problem{{"--nodes", "no pools: give at least one --nodes=" + config.NodeSpecFormat}},
+			want:  []problem{{"--nodes", "no pools: give at least one --nodes=" + config.NodeSpecFormat + ", or declare pools in the cluster config (nodeConfigs.<pool> with serverType, location and maxSize)"}},
 		},
 		{
 			name: "unknown JSON key and bad taint effect",

@@ -1,0 +1,191 @@
+package pool
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+// UserDataHash is the value of [config.LabelUserDataHash] for user data:
+// the first 32 hex digits (128 bits) of its SHA-256, which fit Hetzner's
+// label values (at most 63 characters, alphanumeric) and tell nothing of
+// the user data.
+func UserDataHash(userData string) string {
+	sum := sha256.Sum256([]byte(userData))
+	return hex.EncodeToString(sum[:16])
+}
+
+// DriftReason names what differs between a server and its pool's current
+// configuration.
+type DriftReason string
+
+// The drift reasons, in the order Drift reports them.
+const (
+	DriftServerType     DriftReason = "server_type"
+	DriftLocation       DriftReason = "location"
+	DriftImage          DriftReason = "image"
+	DriftPlacementGroup DriftReason = "placement_group"
+	DriftNetwork        DriftReason = "network"
+	DriftFirewalls      DriftReason = "firewalls"
+	DriftLabels         DriftReason = "labels"
+	DriftUserData       DriftReason = "user_data"
+)
+
+// Drift is a server of the pool built otherwise than its pool's current
+// configuration would build it now.
+type Drift struct {
+	ServerID int64
+	Name     string
+	// Reasons says what differs, Details how (one per reason, in the
+	// same order); nil when nothing is known to differ.
+	Reasons []DriftReason
+	Details []string
+	// UserDataUnknown: the server has no LabelUserDataHash (created
+	// before hcloudscale recorded it, or by another tool), so whether its
+	// user data differs is unknown. It does not count as drift.
+	UserDataUnknown bool
+}
+
+// Drifted reports whether something is known to differ.
+func (d *Drift) Drifted() bool { return len(d.Reasons) > 0 }
+
+func (d *Drift) add(r DriftReason, format string, args ...any) {
+	d.Reasons = append(d.Reasons, r)
+	d.Details = append(d.Details, fmt.Sprintf(format, args...))
+}
+
+// Drift compares each listed server of the pool that is not being deleted
+// with what the pool's current settings would create: server type,
+// location, image (as resolved now for the server's architecture),
+// placement group, network, firewalls, the configured server labels and,
+// by the hash recorded at create, the user data rendered for the server.
+// It returns the servers with a difference or an unknown user data, by
+// ID. Nothing is changed: replacing a server is the operator's call (drain
+// the node, and the autoscaler deletes it and creates a new one when the
+// pods need it).
+//
+// It answers from the last listing, the cached catalogue and the image
+// resolver (one request per image spec when its cache has expired); an
+// image that cannot be resolved leaves the image out and is returned as
+// an error with the rest.
+func (p *Pool) Drift(ctx context.Context) ([]Drift, error) {
+	set := p.current()
+	cfg := &set.cfg
+	p.mu.Lock()
+	snap := p.viewLocked()
+	var servers []*servercache.Server
+	if snap != nil {
+		for _, s := range snap.Pool(p.cfg.Name) {
+			if !p.deletingLocked(s) {
+				servers = append(servers, s)
+			}
+		}
+	}
+	p.mu.Unlock()
+
+	var errs []error
+	images := map[config.Arch]int64{} // resolved now, per architecture
+	arch := func(serverType string) config.Arch {
+		st, err := p.deps.Types.Lookup(ctx, serverType)
+		if err != nil || st == nil {
+			return ""
+		}
+		return st.Arch
+	}
+	var out []Drift
+	staticHash := "" // of a cloudInit that is not a template, once known
+	for _, s := range servers {
+		d := Drift{ServerID: s.ID, Name: s.Name}
+		if s.ServerType != cfg.ServerType {
+			d.add(DriftServerType, "server type %s, the pool's is %s", s.ServerType, cfg.ServerType)
+		}
+		if s.Location != cfg.Location {
+			d.add(DriftLocation, "location %s, the pool's is %s", s.Location, cfg.Location)
+		}
+		a := arch(s.ServerType)
+		if a != "" && s.ImageID != 0 {
+			want, ok := images[a]
+			if !ok {
+				img, err := p.deps.Images.ResolvePool(ctx, cfg, a)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("pool %q: image for %s: %w", p.cfg.Name, a, err))
+				} else {
+					want = img.ID
+				}
+				images[a] = want
+			}
+			if want != 0 && want != s.ImageID {
+				d.add(DriftImage, "image %d, the pool's %s is now %d", s.ImageID, cfg.Images.ForArch(a), want)
+			}
+		}
+		if want := idOf(set.refs.PlacementGroup); s.PlacementGroupID != want {
+			d.add(DriftPlacementGroup, "placement group %d, the pool's is %d (0: none)", s.PlacementGroupID, want)
+		}
+		var wantNets []int64
+		if set.refs.Network != nil {
+			wantNets = []int64{set.refs.Network.ID}
+		}
+		if !sameIDs(s.NetworkIDs, wantNets) {
+			d.add(DriftNetwork, "networks %v, the pool's %v", sorted(s.NetworkIDs), wantNets)
+		}
+		var wantFWs []int64
+		for _, fw := range set.refs.Firewalls {
+			wantFWs = append(wantFWs, fw.ID)
+		}
+		if !sameIDs(s.FirewallIDs, wantFWs) {
+			d.add(DriftFirewalls, "firewalls %v, the pool's %v", sorted(s.FirewallIDs), sorted(wantFWs))
+		}
+		var labels []string
+		for _, k := range slices.Sorted(maps.Keys(cfg.ServerLabels)) {
+			if got, ok := s.Labels[k]; !ok || got != cfg.ServerLabels[k] {
+				labels = append(labels, fmt.Sprintf("%s=%q (the pool's %q)", k, got, cfg.ServerLabels[k]))
+			}
+		}
+		if len(labels) > 0 {
+			d.add(DriftLabels, "labels %s", strings.Join(labels, ", "))
+		}
+		switch got := s.Labels[config.LabelUserDataHash]; {
+		case got == "":
+			d.UserDataUnknown = true
+		case set.cloudInit == nil:
+			// Sent as written: one hash for every server.
+			if staticHash == "" {
+				staticHash = UserDataHash(cfg.CloudInit.Reveal())
+			}
+			if staticHash != got {
+				d.add(DriftUserData, "user data differs from the pool's cloud-init")
+			}
+		case a != "":
+			userData, err := p.userData(set, s.Name, a)
+			if err == nil && UserDataHash(userData) != got {
+				d.add(DriftUserData, "user data differs from the pool's cloud-init as rendered for the server")
+			}
+		}
+		if d.Drifted() || d.UserDataUnknown {
+			out = append(out, d)
+		}
+	}
+	slices.SortFunc(out, func(a, b Drift) int { return int(a.ServerID - b.ServerID) })
+	return out, errors.Join(errs...)
+}
+
+func idOf(pg *hcloud.PlacementGroup) int64 {
+	if pg == nil {
+		return 0
+	}
+	return pg.ID
+}
+
+func sorted(ids []int64) []int64 { return slices.Sorted(slices.Values(ids)) }
+
+func sameIDs(a, b []int64) bool { return slices.Equal(sorted(a), sorted(b)) }

@@ -1,0 +1,226 @@
+package hcloudscale
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/pool"
+)
+
+// poolSet is the configuration a Cluster runs and its pools. It is never
+// modified once stored: Reconfigure stores a new one.
+type poolSet struct {
+	cfg *config.Config
+	// list holds the pools of cfg in its order, then the pools removed
+	// from the configuration that still have servers.
+	list   []*pool.Pool
+	byName map[string]*pool.Pool
+	// generation counts the sets a Cluster stored.
+	generation uint64
+}
+
+// storePools makes next the Cluster's pool set. Callers hold
+// reconfigureMu, or are New.
+func (c *Cluster) storePools(next *poolSet) {
+	if old := c.pools.Load(); old != nil {
+		next.generation = old.generation + 1
+	}
+	c.pools.Store(next)
+}
+
+// Generation changes whenever the Cluster's pools or a pool's
+// configuration change ([Cluster.Reconfigure], a removed pool dropped at
+// Refresh), so that a caller that keeps something per pool knows when
+// to look at [Cluster.Pools] again. It is a load of one word.
+func (c *Cluster) Generation() uint64 { return c.pools.Load().generation }
+
+// with returns a copy of s with p added at the end.
+func (s *poolSet) with(p *pool.Pool) *poolSet {
+	next := &poolSet{cfg: s.cfg, list: append(slices.Clone(s.list), p), byName: make(map[string]*pool.Pool, len(s.byName)+1)}
+	for name, q := range s.byName {
+		next.byName[name] = q
+	}
+	next.byName[p.Name()] = p
+	return next
+}
+
+// Reconfigure makes cfg the Cluster's configuration, all or nothing. It
+// checks cfg as [New] does: [config.Config.Validate], then every
+// reference against the API (network and subnets, firewalls, SSH keys,
+// placement groups, server types in their locations, images). Any problem
+// is returned, all of them at once, and nothing changes.
+//
+// Settings the Cluster as a whole is built on cannot change without a
+// restart: the token, the endpoint, the cluster name and the creation
+// timeout; a change of one is an error naming it.
+//
+// On success:
+//   - a pool new to cfg is added: [Cluster.Pools] and the autoscaler's
+//     node groups list it from now on;
+//   - a pool in both takes cfg's settings ([pool.Pool.Reconfigure]): its
+//     bounds apply to the next scale-up and delete, its server settings to
+//     the servers of claims made from now on. Claims and create flows in
+//     flight finish as they began; no server is changed or deleted, also
+//     when the max size drops below the current size;
+//   - a pool missing from cfg is removed ([pool.Pool.Remove]): it stays a
+//     pool with min and max size 0 that refuses scale-ups, so the
+//     autoscaler deletes its nodes as they become unneeded, never at once.
+//     Once it has no server left, [Cluster.Refresh] drops it. A pool that
+//     comes back before that is configured again.
+//
+// Reconfigure calls are serialised; the Cluster's other methods run
+// alongside and see either the old configuration or the new one.
+func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
+	if cfg == nil {
+		return errors.New("config is nil")
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	c.reconfigureMu.Lock()
+	defer c.reconfigureMu.Unlock()
+	if c.closed {
+		return errors.New("reconfigure: the Cluster is closed")
+	}
+	old := c.pools.Load()
+	fixedErr := checkFixed(old.cfg, cfg)
+	refs, soldOut, warnings, err := c.check(ctx, cfg)
+	for _, w := range warnings {
+		c.log.Warn(w)
+	}
+	if fixedErr != nil || err != nil {
+		return errors.Join(fixedErr, err)
+	}
+
+	// Every pool is built or checked before anything changes: pool.New
+	// makes no API call and starts nothing, so a throwaway one checks
+	// the settings of a pool that exists.
+	var errs []error
+	var added []*pool.Pool
+	for _, pc := range cfg.Pools {
+		if old.byName[pc.Name] != nil {
+			if _, err := pool.New(pc, c.poolDeps(&pc, refs), pool.WithClusterName(cfg.ClusterName)); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		p, err := c.newPool(cfg, pc, refs)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		added = append(added, p)
+	}
+	if len(errs) > 0 {
+		for _, p := range added {
+			_ = p.Close(ctx)
+		}
+		return errors.Join(errs...)
+	}
+
+	next := &poolSet{cfg: cfg, byName: map[string]*pool.Pool{}}
+	var changed, removed []string
+	for _, pc := range cfg.Pools {
+		p := old.byName[pc.Name]
+		if p == nil {
+			p = added[0]
+			added = added[1:]
+		} else {
+			// Also an unchanged pool takes the references as resolved now.
+			if p.Removed() || !poolEqual(p.Config(), pc) {
+				changed = append(changed, pc.Name)
+			}
+			if err := p.Reconfigure(pc, c.poolDeps(&pc, refs)); err != nil {
+				// Checked above: only a closed pool refuses now.
+				errs = append(errs, err)
+			}
+		}
+		next.list = append(next.list, p)
+		next.byName[pc.Name] = p
+	}
+	for _, p := range old.list {
+		if next.byName[p.Name()] != nil {
+			continue
+		}
+		if !p.Removed() {
+			p.Remove()
+			removed = append(removed, p.Name())
+		}
+		next.list = append(next.list, p)
+		next.byName[p.Name()] = p
+	}
+	c.markSoldOut(soldOut)
+	c.storePools(next)
+	var names []string
+	for _, pc := range cfg.Pools {
+		if old.byName[pc.Name] == nil {
+			names = append(names, pc.Name)
+		}
+	}
+	c.log.Info("configuration applied", zap.Strings("added", names), zap.Strings("changed", changed), zap.Strings("removed", removed))
+	return errors.Join(errs...)
+}
+
+// checkFixed reports the settings that differ between the running
+// configuration and cfg although the Cluster cannot change them.
+func checkFixed(running, cfg *config.Config) error {
+	var errs []error
+	fixed := func(path string, same bool) {
+		if !same {
+			errs = append(errs, fieldErr(path, "differs from the running configuration; it takes a restart to change"))
+		}
+	}
+	fixed("token", running.Token == cfg.Token)
+	fixed("endpoint", running.Endpoint == cfg.Endpoint && running.EndpointInsecure == cfg.EndpointInsecure)
+	fixed("clusterName", running.ClusterName == cfg.ClusterName)
+	fixed("creationTimeout", running.CreationTimeout == cfg.CreationTimeout)
+	return errors.Join(errs...)
+}
+
+// poolEqual reports whether two pool configurations are the same, so that
+// a reload that leaves a pool alone does not count as a change of it.
+func poolEqual(a, b config.Pool) bool {
+	a.Origin, b.Origin = "", ""
+	return reflect.DeepEqual(a, b)
+}
+
+// dropEmptyRemoved drops the removed pools that have no instance left and
+// closes them.
+func (c *Cluster) dropEmptyRemoved(ctx context.Context) {
+	set := c.pools.Load()
+	if !slices.ContainsFunc(set.list, (*pool.Pool).Removed) {
+		return
+	}
+	c.reconfigureMu.Lock()
+	set = c.pools.Load()
+	next := &poolSet{cfg: set.cfg, byName: map[string]*pool.Pool{}}
+	var gone []*pool.Pool
+	for _, p := range set.list {
+		// A removed pool refuses claims and, empty, has no server to
+		// resume: once empty it stays empty.
+		if p.Removed() && p.Empty() {
+			gone = append(gone, p)
+			continue
+		}
+		next.list = append(next.list, p)
+		next.byName[p.Name()] = p
+	}
+	if len(gone) > 0 {
+		c.storePools(next)
+	}
+	c.reconfigureMu.Unlock()
+	for _, p := range gone {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		if err := p.Close(cctx); err != nil {
+			c.log.Warn("closing a removed pool", zap.String("pool", p.Name()), zap.Error(err))
+		}
+		cancel()
+		c.log.Info("removed pool is empty and gone", zap.String("pool", p.Name()))
+	}
+}
