@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -37,11 +36,13 @@ func servedMetricNames(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The cluster config comes from a file, as deployed, so that the
+	// reload metrics are exposed too.
 	env := config.MapEnv(map[string]string{
-		config.EnvToken:         fake.Token(),
-		config.EnvEndpoint:      fake.URL(),
-		config.EnvClusterConfig: base64.StdEncoding.EncodeToString(doc),
-	}, nil)
+		config.EnvToken:             fake.Token(),
+		config.EnvEndpoint:          fake.URL(),
+		config.EnvClusterConfigFile: "/etc/hcloudscale/cluster-config.json",
+	}, map[string]string{"/etc/hcloudscale/cluster-config.json": string(doc)})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stderr := &syncBuffer{}
