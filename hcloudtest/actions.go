@@ -182,18 +182,7 @@ func handleListActions(s *Server, r *request) (response, *apiError) {
 		}
 		list = append(list, a)
 	}
-	if err := sortList(list, r.query["sort"], actionSorts); err != nil {
-		return response{}, err
-	}
-	page, meta, err := paginate(r, list)
-	if err != nil {
-		return response{}, err
-	}
-	out := make([]schema.Action, len(page))
-	for i, a := range page {
-		out[i] = a.schema(r.now)
-	}
-	return ok200(map[string]any{"actions": out, "meta": meta}), nil
+	return actionPage(r, list)
 }
 
 // handleListServerActions answers GET /servers/{id}/actions: the actions
@@ -216,6 +205,12 @@ func handleListServerActions(s *Server, r *request) (response, *apiError) {
 			list = append(list, a)
 		}
 	}
+	return actionPage(r, list)
+}
+
+// actionPage answers a list of actions: sorted as the request asks, one
+// page of them.
+func actionPage(r *request, list []*actionRec) (response, *apiError) {
 	if err := sortList(list, r.query["sort"], actionSorts); err != nil {
 		return response{}, err
 	}
