@@ -20,6 +20,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/hcloudscale/hcloudscale/config"
 )
 
 // TestLint runs helm lint, strict (warnings fail), with every example
@@ -52,7 +54,7 @@ func TestDefaultValuesNameWhatIsMissing(t *testing.T) {
 		set     []string
 		wantErr string
 	}{
-		{nil, "nodes: at least one pool is required"},
+		{nil, "nodes: no pools: set nodes"},
 		{[]string{"nodes[0]=0:10:cpx31:fsn1:workers"}, "hcloud.token or hcloud.existingSecret is required"},
 		{[]string{"hcloud.token=x"}, "clusterConfig.json or clusterConfig.existingName is required"},
 		{[]string{"clusterConfig.existingName=cluster-config"}, ""},
@@ -67,6 +69,77 @@ func TestDefaultValuesNameWhatIsMissing(t *testing.T) {
 		case s.wantErr != "" && (err == nil || !strings.Contains(err.Error(), s.wantErr)):
 			t.Errorf("--set %q: error %v; want one containing %q", set, err, s.wantErr)
 		}
+	}
+}
+
+// TestPoolsFromNodesOrClusterConfig: a release needs a pool, from nodes or
+// declared in the cluster config (an entry with any of minSize, maxSize,
+// serverType, location, as serve reads it); a config in a Secret of the
+// user's is left to serve. A cluster config that is not JSON fails the
+// install, naming the value.
+func TestPoolsFromNodesOrClusterConfig(t *testing.T) {
+	base := []string{"image.repository=registry.example.com/hcloudscale", "hcloud.token=x"}
+	for _, tc := range []struct {
+		name     string
+		set      []string
+		json     any // clusterConfig.json, when set
+		wantErr  string
+		wantArgs []string // the --nodes flags
+		// The pools serve's configuration has from the rendered pod's
+		// files; nil when the config is not the chart's.
+		wantPools []string
+	}{
+		{name: "declared in JSON text", json: `{"nodeConfigs": {"workers": {"maxSize": 10, "serverType": "cpx31", "location": "fsn1"}}}`, wantPools: []string{"workers"}},
+		{name: "declared as YAML", json: map[string]any{"nodeConfigs": map[string]any{"workers": map[string]any{"minSize": 1, "maxSize": 3, "serverType": "cx22", "location": "hel1"}}}, wantPools: []string{"workers"}},
+		{name: "one pool of two declared", json: `{"nodeConfigs": {"a": {"cloudInit": "x"}, "b": {"location": "nbg1", "serverType": "cx22", "maxSize": 1}}}`, wantPools: []string{"b"}},
+		{name: "nodeConfigs without pools", json: `{"nodeConfigs": {"workers": {"cloudInit": "x"}}}`, wantErr: "nodes: no pools"},
+		{name: "no nodeConfigs", json: `{"clusterName": "prod"}`, wantErr: "nodes: no pools"},
+		{name: "null nodeConfigs", json: map[string]any{"nodeConfigs": nil}, wantErr: "nodes: no pools"},
+		{name: "not JSON", json: `{"nodeConfigs": {`, wantErr: "clusterConfig.json: not a JSON object"},
+		{name: "not JSON, with nodes", set: []string{"nodes[0]=0:1:cpx31:fsn1:w"}, json: `nodeConfigs: {}`, wantErr: "clusterConfig.json: not a JSON object"},
+		{name: "a Secret of the user's", set: []string{"clusterConfig.existingName=cc"}},
+		{name: "nodes and a declared pool", set: []string{"nodes[0]=0:1:cpx31:fsn1:w"}, json: `{"nodeConfigs": {"w": {}, "v": {"maxSize": 2, "serverType": "cx22", "location": "fsn1"}}}`,
+			wantArgs: []string{"0:1:cpx31:fsn1:w"}, wantPools: []string{"w", "v"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := mergeValues(t, values.Options{Values: append(slices.Clone(base), tc.set...)})
+			if tc.json != nil {
+				cc, _ := vals["clusterConfig"].(map[string]any)
+				if cc == nil {
+					cc = map[string]any{}
+					vals["clusterConfig"] = cc
+				}
+				cc["json"] = tc.json
+			}
+			manifest, err := render(t, vals)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v; want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs := decode(t, manifest)
+			dep := one[*appsv1.Deployment](t, objs, "Deployment")
+			if got := flags(dep.Spec.Template.Spec.Containers[0].Args)["nodes"]; !slices.Equal(got, tc.wantArgs) {
+				t.Errorf("--nodes %q; want %q", got, tc.wantArgs)
+			}
+			if tc.wantPools != nil {
+				cfg, err := loadRenderedConfig(t, objs, dep)
+				if err != nil {
+					t.Fatalf("serve's configuration from the rendered pod: %v", err)
+				}
+				var pools []string
+				for _, p := range cfg.Pools {
+					pools = append(pools, p.Name)
+				}
+				if !slices.Equal(pools, tc.wantPools) {
+					t.Errorf("serve's pools %q; want %q", pools, tc.wantPools)
+				}
+			}
+		})
 	}
 }
 
@@ -134,6 +207,25 @@ func checkRendered(t *testing.T, objs []*unstructured.Unstructured, vals map[str
 	}
 	if pod.ServiceAccountName == "" || len(find(objs, "ServiceAccount")) != 1 || find(objs, "ServiceAccount")[0].GetName() != pod.ServiceAccountName {
 		t.Errorf("the pod's service account %q is not the chart's", pod.ServiceAccountName)
+	}
+
+	// serve's configuration package takes what the pod would read, when
+	// the chart makes the cluster config, with every --nodes pool.
+	if lookup(vals, "clusterConfig", "existingName") == "" {
+		cfg, err := loadRenderedConfig(t, objs, dep)
+		if err != nil {
+			t.Errorf("serve's configuration from the rendered pod: %v", err)
+		} else {
+			for _, spec := range toStrings(lookup(vals, "nodes")) {
+				name := spec[strings.LastIndex(spec, ":")+1:]
+				if cfg.Pool(name) == nil {
+					t.Errorf("serve's configuration lacks pool %s of nodes", name)
+				}
+			}
+			if len(cfg.Pools) == 0 {
+				t.Error("serve's configuration has no pool")
+			}
+		}
 	}
 
 	args := flags(c.Args)
@@ -417,54 +509,100 @@ func TestSchemaRejectsTypos(t *testing.T) {
 	}
 }
 
-// TestReadmeInstall renders the install command of charts/hcloudscale's
-// README, its --set and --set-file flags, as the documented minimum.
+// TestReadmeInstall renders each install command of charts/hcloudscale's
+// README (the documented minimum, and the pools in the cluster config)
+// with its --set, --set-file and -f flags.
 func TestReadmeInstall(t *testing.T) {
-	vals := mergeValues(t, readmeInstallValues(t))
-	objs := mustRender(t, vals)
-	checkRendered(t, objs, vals)
+	for name, opts := range readmeInstalls(t) {
+		t.Run(name, func(t *testing.T) {
+			vals := mergeValues(t, opts)
+			objs := mustRender(t, vals)
+			checkRendered(t, objs, vals)
+		})
+	}
 }
 
-// readmeInstallValues returns the values of the README's
-// `helm install hcloudscale charts/hcloudscale ...` command.
-func readmeInstallValues(t *testing.T) values.Options {
+// readmeInstalls returns the values of each of the README's
+// `helm install hcloudscale charts/hcloudscale ...` commands, named
+// "README install N" in the README's order.
+func readmeInstalls(t *testing.T) map[string]values.Options {
 	t.Helper()
 	readme := string(readFile(t, filepath.Join(chartDir, "README.md")))
-	cmd := regexp.MustCompile("(?s)```sh\n(helm install hcloudscale charts/hcloudscale .*?)\n```").FindStringSubmatch(readme)
-	if cmd == nil {
-		t.Fatal("README.md has no ```sh block starting with `helm install hcloudscale charts/hcloudscale`")
+	cmds := regexp.MustCompile("(?s)```sh\n(helm install hcloudscale charts/hcloudscale .*?)\n```").FindAllStringSubmatch(readme, -1)
+	if len(cmds) < 2 {
+		t.Fatalf("README.md has %d ```sh blocks starting with `helm install hcloudscale charts/hcloudscale`; want the minimum and the one with pools in the cluster config", len(cmds))
 	}
-	line := strings.ReplaceAll(cmd[1], "\\\n", " ")
-	fields := regexp.MustCompile(`'[^']*'|\S+`).FindAllString(line, -1)
-	var opts values.Options
-	namespace := ""
-	for i := 0; i < len(fields); i++ {
-		arg := func() string {
-			i++
-			if i >= len(fields) {
-				t.Fatalf("%s without a value", fields[i-1])
+	out := map[string]values.Options{}
+	for n, cmd := range cmds {
+		line := strings.ReplaceAll(cmd[1], "\\\n", " ")
+		fields := regexp.MustCompile(`'[^']*'|\S+`).FindAllString(line, -1)
+		var opts values.Options
+		namespace := ""
+		for i := 0; i < len(fields); i++ {
+			arg := func() string {
+				i++
+				if i >= len(fields) {
+					t.Fatalf("%s without a value", fields[i-1])
+				}
+				return strings.Trim(fields[i], "'")
 			}
-			return strings.Trim(fields[i], "'")
+			// Files are named from the root of the repository.
+			switch fields[i] {
+			case "--namespace", "-n":
+				namespace = arg()
+			case "--set":
+				opts.Values = append(opts.Values, arg())
+			case "--set-file":
+				k, v, _ := strings.Cut(arg(), "=")
+				opts.FileValues = append(opts.FileValues, k+"=../../"+v)
+			case "-f", "--values":
+				opts.ValueFiles = append(opts.ValueFiles, "../../"+arg())
+			case "helm", "install", "hcloudscale", "charts/hcloudscale":
+			default:
+				t.Errorf("README install command %q: %s is not understood by this test", line, fields[i])
+			}
 		}
-		switch fields[i] {
-		case "--namespace", "-n":
-			namespace = arg()
-		case "--set":
-			opts.Values = append(opts.Values, arg())
-		case "--set-file":
-			// The README's file is examples/cluster-config.json, from the
-			// root of the repository.
-			k, v, _ := strings.Cut(arg(), "=")
-			opts.FileValues = append(opts.FileValues, k+"=../../"+v)
+		if namespace != releaseNamespace {
+			t.Errorf("README installs into %q; the tests and examples assume %s", namespace, releaseNamespace)
+		}
+		if len(opts.Values) == 0 || len(opts.FileValues)+len(opts.ValueFiles) == 0 {
+			t.Errorf("README install command %q: want --set flags and a cluster config from a file", line)
+		}
+		out[fmt.Sprintf("README install %d", n+1)] = opts
+	}
+	return out
+}
+
+// loadRenderedConfig loads serve's configuration as the rendered pod
+// would: its --nodes flags, its literal environment, and the files of the
+// chart's Secrets and ConfigMaps at the paths its *_FILE variables name.
+func loadRenderedConfig(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment) (*config.Config, error) {
+	t.Helper()
+	pod := dep.Spec.Template.Spec
+	c := pod.Containers[0]
+	volFiles := volumeFiles(t, objs, pod, "test-token")
+	vars := map[string]string{}
+	files := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil {
+			continue
+		}
+		vars[e.Name] = e.Value
+		if !strings.HasSuffix(e.Name, "_FILE") {
+			continue
+		}
+		for _, m := range c.VolumeMounts {
+			if rest, ok := strings.CutPrefix(e.Value, strings.TrimSuffix(m.MountPath, "/")+"/"); ok {
+				if b, ok := volFiles[m.Name+"/"+rest]; ok {
+					files[e.Value] = string(b)
+				}
+			}
+		}
+		if _, ok := files[e.Value]; !ok {
+			t.Fatalf("%s=%s: no file of the chart's objects there", e.Name, e.Value)
 		}
 	}
-	if namespace != releaseNamespace {
-		t.Errorf("README installs into %q; the tests and examples assume %s", namespace, releaseNamespace)
-	}
-	if len(opts.Values) == 0 || len(opts.FileValues) == 0 {
-		t.Errorf("README install command %q: want --set and --set-file flags", line)
-	}
-	return opts
+	return config.Load(config.MapEnv(vars, files), flags(c.Args)["nodes"])
 }
 
 // flags maps serve's --name=value arguments to their values; a flag

@@ -79,7 +79,7 @@ func TestServerSideDryRun(t *testing.T) {
 	// The namespaces the values name; the objects go into them.
 	s.Apply(t, []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: kube-system\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: scaler-leases\n"))
 
-	cases := map[string]values.Options{"README install": readmeInstallValues(t)}
+	cases := readmeInstalls(t)
 	for _, f := range valuesFiles(t) {
 		cases[filepath.Base(f)] = values.Options{ValueFiles: []string{f}}
 	}

@@ -52,17 +52,23 @@ import (
 // kubelet's gRPC probe and an autoscaler's mutual-TLS call, stop cleanly
 // on SIGTERM, and get no 403 from the API server. With leader election
 // (a Lease of another name in another namespace than the defaults) it
-// must also acquire that Lease and release it on SIGTERM.
+// must also acquire that Lease and release it on SIGTERM. With the pools
+// declared in the cluster config (no `nodes`), a pool added to the
+// mounted file (swapped in as the kubelet does) must be served after the
+// autoscaler's next Refresh, without a restart.
 func TestServeUnderChartRBAC(t *testing.T) {
 	t.Run("labeller, one replica", func(t *testing.T) {
-		serveUnderChartRBAC(t, "serve-single", false)
+		serveUnderChartRBAC(t, "serve-single", false, false)
 	})
 	t.Run("leader election and labeller", func(t *testing.T) {
-		serveUnderChartRBAC(t, "serve-leader", true)
+		serveUnderChartRBAC(t, "serve-leader", true, false)
+	})
+	t.Run("pools in the cluster config, reloaded", func(t *testing.T) {
+		serveUnderChartRBAC(t, "serve-config-pools", true, true)
 	})
 }
 
-func serveUnderChartRBAC(t *testing.T, ns string, leader bool) {
+func serveUnderChartRBAC(t *testing.T, ns string, leader, configPools bool) {
 	s := apiserver.Shared(t)
 	const (
 		podName  = "hcloudscale-5d9c7-abcde"
@@ -80,9 +86,12 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader bool) {
 		Values:     set,
 	})
 	// Every server gets the pool's label, which a kubelet may not set.
-	vals["clusterConfig"] = map[string]any{"json": map[string]any{"nodeConfigs": map[string]any{
-		poolName: map[string]any{"cloudInit": "#cloud-config\n", "labels": map[string]any{"node-role.kubernetes.io/worker": ""}},
-	}}}
+	workers := map[string]any{"cloudInit": "#cloud-config\n", "labels": map[string]any{"node-role.kubernetes.io/worker": ""}}
+	if configPools {
+		delete(vals, "nodes")
+		workers["minSize"], workers["maxSize"], workers["serverType"], workers["location"] = 0, 10, "cpx31", "fsn1"
+	}
+	vals["clusterConfig"] = map[string]any{"json": map[string]any{"nodeConfigs": map[string]any{poolName: workers}}}
 	manifest, err := renderIn(t, ns, vals)
 	if err != nil {
 		t.Fatal(err)
@@ -152,14 +161,16 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader bool) {
 	for name, content := range certs.serverFiles() {
 		files["tls/"+name] = content
 	}
+	byVolume := map[string]map[string][]byte{}
 	for path, content := range files {
-		p := filepath.Join(root, path)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
+		vol, name, _ := strings.Cut(path, "/")
+		if byVolume[vol] == nil {
+			byVolume[vol] = map[string][]byte{}
 		}
-		if err := os.WriteFile(p, content, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		byVolume[vol][name] = content
+	}
+	for vol, files := range byVolume {
+		writeVolume(t, filepath.Join(root, vol), files)
 	}
 
 	// The rendered arguments, with loopback listeners and file paths under
@@ -193,6 +204,10 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader bool) {
 		default:
 			t.Fatalf("env %s: %+v is not handled", e.Name, e.ValueFrom)
 		}
+	}
+
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--nodes") }) == configPools {
+		t.Fatalf("serve %q: want --nodes only for pools in the values (configPools %v)", args, configPools)
 	}
 
 	bin := buildServe(t)
@@ -282,6 +297,51 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader bool) {
 	groups, err := protos.NewCloudProviderClient(gc).NodeGroups(ctx, &protos.NodeGroupsRequest{})
 	if err != nil || len(groups.GetNodeGroups()) != 1 || groups.GetNodeGroups()[0].GetId() != poolName {
 		t.Errorf("NodeGroups over mutual TLS: %v, %v; want the pool %s", groups, err, poolName)
+	}
+	if configPools {
+		// A pool added to the config: the Secret's update, as the kubelet
+		// writes it into the volume, reaches the autoscaler at a Refresh.
+		var cfgPath string
+		for _, e := range c.Env {
+			if e.Name == config.EnvClusterConfigFile {
+				cfgPath = remap(e.Value)
+			}
+		}
+		if cfgPath == "" {
+			t.Fatalf("no %s in the container's environment", config.EnvClusterConfigFile)
+		}
+		arm := map[string]any{"minSize": 0, "maxSize": 3, "serverType": "cax31", "location": "nbg1", "cloudInit": "#cloud-config\n"}
+		doc, err := json.Marshal(map[string]any{"nodeConfigs": map[string]any{poolName: workers, "arm": arm}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		swapVolume(t, filepath.Dir(cfgPath), map[string][]byte{filepath.Base(cfgPath): doc})
+		cp := protos.NewCloudProviderClient(gc)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if _, err := cp.Refresh(t.Context(), &protos.RefreshRequest{}); err != nil {
+				t.Fatalf("Refresh: %v", err)
+			}
+			groups, err := cp.NodeGroups(t.Context(), &protos.NodeGroupsRequest{})
+			if err != nil {
+				t.Fatalf("NodeGroups: %v", err)
+			}
+			var ids []string
+			for _, g := range groups.GetNodeGroups() {
+				ids = append(ids, fmt.Sprintf("%s %d-%d", g.GetId(), g.GetMinSize(), g.GetMaxSize()))
+			}
+			slices.Sort(ids)
+			if slices.Equal(ids, []string{"arm 0-3", poolName + " 0-10"}) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node groups %q 30s after the config gained pool arm; want [arm 0-3 %s 0-10]; log:\n%s", ids, poolName, logs)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if m := get(t, "http://"+serving["metrics_listen"].(string)+"/metrics"); !strings.Contains(m, "\nhcloudscale_config_reload_success 1\n") {
+			t.Errorf("/metrics lacks hcloudscale_config_reload_success 1 after the reload")
+		}
 	}
 
 	// SIGTERM: a clean exit that releases the Lease.
@@ -385,13 +445,58 @@ func volumeFiles(t *testing.T, objs []*unstructured.Unstructured, pod corev1.Pod
 	return files
 }
 
+// writeVolume writes files into dir as the kubelet writes a Secret or
+// ConfigMap volume: into a timestamped directory that the symlink ..data
+// points at, each file a symlink through ..data.
+func writeVolume(t *testing.T, dir string, files map[string][]byte) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	swapVolume(t, dir, files)
+	for name := range files {
+		if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// swapVolume replaces the files of a volume written by writeVolume as the
+// kubelet's atomic writer does on an update: a new directory, a new
+// symlink renamed over ..data, the old directory removed.
+func swapVolume(t *testing.T, dir string, files map[string][]byte) {
+	t.Helper()
+	data, err := os.MkdirTemp(dir, "..data_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(data, name), content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, _ := os.Readlink(filepath.Join(dir, "..data"))
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink(filepath.Base(data), tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if old != "" {
+		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestServeAcceptsRenderedArgs runs serve with the arguments the chart
 // renders for every values file and the README's install: serve's flag
 // checks pass (it fails later, at the configuration, for want of a
 // token), where a bad flag would end it with usage exit code 2.
 func TestServeAcceptsRenderedArgs(t *testing.T) {
 	bin := buildServe(t)
-	cases := map[string]values.Options{"README install": readmeInstallValues(t)}
+	cases := readmeInstalls(t)
 	for _, f := range valuesFiles(t) {
 		cases[filepath.Base(f)] = values.Options{ValueFiles: []string{f}}
 	}
