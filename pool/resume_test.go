@@ -38,6 +38,66 @@ func (e *env) addLeftover(pool string, status hcloud.ServerStatus, age time.Dura
 	return id
 }
 
+// addLeftoverWithHistory creates a server of a subnet pool through the
+// API as a create flow does (stopped, then attached to "net" with the
+// pool's range), so that its action history is a real one; ran powers it
+// on and off after that, as for a node someone stopped. The server is
+// then age old, and off.
+func (e *env) addLeftoverWithHistory(pool string, ran bool, age time.Duration) int64 {
+	e.t.Helper()
+	ctx := e.t.Context()
+	start := e.clock.Now()
+	res, _, err := e.client.Server.Create(ctx, hcloud.ServerCreateOpts{
+		Name: pool + "-0123456789abcdef", ServerType: &hcloud.ServerType{Name: "cx23"},
+		Image: &hcloud.Image{Name: "ubuntu-24.04"}, Location: &hcloud.Location{Name: "fsn1"},
+		Labels:           map[string]string{config.LabelNodeGroup: pool, config.LabelCluster: testCluster},
+		StartAfterCreate: hcloud.Ptr(false),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	srv := res.Server
+	e.actionDone(res.Action)
+	a, _, err := e.client.Server.AttachToNetwork(ctx, srv, hcloud.ServerAttachToNetworkOpts{
+		Network: &hcloud.Network{ID: e.networkID()}, IPRange: prefixToIPNet(mustPrefix("10.0.1.0/24")),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.actionDone(a)
+	if ran {
+		for _, power := range []func(context.Context, *hcloud.Server) (*hcloud.Action, *hcloud.Response, error){e.client.Server.Poweron, e.client.Server.Poweroff} {
+			a, _, err := power(ctx, srv)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			e.actionDone(a)
+		}
+	}
+	if s, _ := e.fake.ServerByID(srv.ID); s.Status != hcloud.ServerStatusOff {
+		e.t.Fatalf("server %d is %s; want off", srv.ID, s.Status)
+	}
+	if passed := e.clock.Now().Sub(start); passed < age {
+		e.clock.Step(age - passed)
+	}
+	return srv.ID
+}
+
+// actionDone steps the fake's clock until the action has succeeded.
+func (e *env) actionDone(a *hcloud.Action) {
+	e.t.Helper()
+	e.eventually("action "+a.Command, time.Second, func() bool {
+		got, _, err := e.client.Action.GetByID(e.t.Context(), a.ID)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if got.Status == hcloud.ActionStatusError {
+			e.t.Fatalf("action %s failed: %s", a.Command, got.ErrorMessage)
+		}
+		return got.Status == hcloud.ActionStatusSuccess
+	})
+}
+
 func (e *env) networkID() int64 {
 	e.t.Helper()
 	n, _, err := e.client.Network.Get(e.t.Context(), "net")
@@ -58,6 +118,9 @@ func TestResume(t *testing.T) {
 		age    time.Duration
 		// attached adds the server to the pool's network already.
 		attached bool
+		// history creates it through the API, with a real action
+		// history; ran powers it on and off after its create.
+		history, ran bool
 		// resumed says Resume must take the server over (looked says
 		// it must look it up, and may leave it); want is the status it
 		// must end in.
@@ -71,7 +134,11 @@ func TestResume(t *testing.T) {
 		{name: "subnet: created stopped, not attached, older than the creation timeout", subnet: true, status: hcloud.ServerStatusOff, age: time.Hour,
 			resumed: true, want: hcloud.ServerStatusRunning, attach: 1, poweron: 1},
 		{name: "subnet: attached, still off", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
-			resumed: true, want: hcloud.ServerStatusRunning, poweron: 1},
+			history: true, resumed: true, want: hcloud.ServerStatusRunning, poweron: 1},
+		{name: "subnet: attached, off, young, but it ran: stopped by someone", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
+			history: true, ran: true, looked: true, want: hcloud.ServerStatusOff},
+		{name: "subnet: attached, off, young, no history of its create: stopped by someone", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
+			looked: true, want: hcloud.ServerStatusOff},
 		{name: "subnet: attached and off for an hour: stopped by someone", subnet: true, status: hcloud.ServerStatusOff, age: time.Hour, attached: true,
 			looked: true, want: hcloud.ServerStatusOff},
 		{name: "subnet: running", subnet: true, status: hcloud.ServerStatusRunning, age: time.Minute, attached: true,
@@ -93,7 +160,12 @@ func TestResume(t *testing.T) {
 					nets = []int64{e.networkID()}
 				}
 			}
-			id := e.addLeftover("workers", tc.status, tc.age, nets...)
+			var id int64
+			if tc.history {
+				id = e.addLeftoverWithHistory("workers", tc.ran, tc.age)
+			} else {
+				id = e.addLeftover("workers", tc.status, tc.age, nets...)
+			}
 			p := e.newPool(cfg)
 			if _, err := e.cache.Get(t.Context()); err != nil {
 				t.Fatal(err)
