@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
 	"github.com/hcloudscale/hcloudscale/actionwait"
+	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 	"github.com/hcloudscale/hcloudscale/imageresolve"
 	"github.com/hcloudscale/hcloudscale/servercache"
@@ -60,21 +63,8 @@ func scaleUpOnce(b *testing.B, n int) scaleUpResult {
 	)
 	defer fake.Close()
 	fake.SetLatency(20 * time.Millisecond)
-	client := fake.Client()
-	waiter := actionwait.New(&client.Action)
-	defer waiter.Close()
-	cache := servercache.New(&client.Server, servercache.WithClusterName(testCluster))
-	defer cache.Close()
-	types := servercache.NewTypeCatalog(&client.ServerType)
-	defer types.Close()
-	images := imageresolve.New(&client.Image)
-	defer images.Close()
-	p, err := New(poolConfig("workers", 0, n), Deps{Servers: &client.Server, Waiter: waiter, Cache: cache, Types: types, Images: images},
-		WithClusterName(testCluster))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = p.Close(context.Background()) }()
+	p, cache, closePool := benchPool(b, fake, poolConfig("workers", 0, n))
+	defer closePool()
 
 	ctx := context.Background()
 	// The autoscaler's loop starts with Refresh: the one listing.
@@ -105,5 +95,71 @@ func scaleUpOnce(b *testing.B, n int) scaleUpResult {
 		requests: len(fake.Requests()),
 		creates:  fake.Count("POST /servers"),
 		polls:    fake.Count("GET /actions"),
+	}
+}
+
+// BenchmarkDrift measures Pool.Drift over a pool of 5,000 listed servers,
+// each with a user-data hash: with a cloud-init sent as written (one hash
+// for all) and with a template rendered per server, the case a Cluster
+// pays for at every new listing or configuration (hcloudscale_pool_drifted_servers).
+// The catalogue and the image are cached after the first call.
+//
+// Run: go test -run '^$' -bench BenchmarkDrift -benchmem ./pool/
+func BenchmarkDrift(b *testing.B) {
+	const n = 5000
+	for _, template := range []bool{false, true} {
+		b.Run(map[bool]string{false: "static", true: "template"}[template], func(b *testing.B) {
+			fake := hcloudtest.NewServer(hcloudtest.WithRateLimit(0, 0))
+			defer fake.Close()
+			cfg := poolConfig("workers", 0, n)
+			cfg.CloudInit = "#cloud-config\nhostname: <% .ServerName %>\nwrite_files:\n  - path: /etc/pool\n    content: <% .Pool %>\n"
+			cfg.CloudInitTemplate = template
+			p, cache, closePool := benchPool(b, fake, cfg)
+			defer closePool()
+			for i := range n {
+				if _, err := fake.AddServer(hcloudtest.ServerInfo{
+					Name: fmt.Sprintf("workers-%016x", i), Status: hcloud.ServerStatusRunning, ServerType: "cx23", Location: "fsn1",
+					Labels: map[string]string{config.LabelNodeGroup: "workers", config.LabelCluster: testCluster, config.LabelUserDataHash: "0123456789abcdef"},
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			if _, err := cache.Refresh(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if d, err := p.Drift(ctx); err != nil || len(d) != n {
+				b.Fatalf("Drift: %d servers, %v; want all %d drifted (user data)", len(d), err, n)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Drift(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// benchPool builds a pool over fake with the real clients; closing it
+// closes them all, before the fake.
+func benchPool(b *testing.B, fake *hcloudtest.Server, cfg config.Pool) (*Pool, *servercache.Cache, func()) {
+	b.Helper()
+	client := fake.Client()
+	waiter := actionwait.New(&client.Action)
+	cache := servercache.New(&client.Server, servercache.WithClusterName(testCluster))
+	types := servercache.NewTypeCatalog(&client.ServerType)
+	images := imageresolve.New(&client.Image)
+	p, err := New(cfg, Deps{Servers: &client.Server, Waiter: waiter, Cache: cache, Types: types, Images: images},
+		WithClusterName(testCluster))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, cache, func() {
+		_ = p.Close(context.Background())
+		images.Close()
+		types.Close()
+		cache.Close()
+		waiter.Close()
 	}
 }
