@@ -453,6 +453,19 @@ func (c *cluster) waitRequests(t *testing.T, id, template string, n int, limit t
 	}
 }
 
+// waitInFlight waits until the fake handles at least n requests at once
+// (the fake logs a request only once answered; this sees it arrive).
+func (c *cluster) waitInFlight(t *testing.T, n int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for c.hc.ActiveRequests() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests in flight after %s; want %d", c.hc.ActiveRequests(), limit, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // topUp asks r for the servers of the pool missing from want, as the
 // autoscaler does after a fail-over: the new leader knows only the
 // servers that exist, not the claims the old one had not sent.

@@ -78,12 +78,11 @@ func TestSIGKILLMidScaleUp(t *testing.T) {
 func TestSIGSTOPPastTheLease(t *testing.T) {
 	c := newCluster(t, clusterOptions{max: 30, createDuration: createDuration})
 	a, b := c.startPair(t, "")
-	// Slow requests (2 s) and 15 claims for 10 create slots: when the
-	// leader pauses half a second later, 10 creates are on the wire and 5
-	// wait for a slot. (The fake logs a request once answered.)
+	// Slow requests (2 s) and 15 claims for 10 create slots: the leader
+	// pauses once 10 creates are on the wire and 5 wait for a slot.
 	c.hc.SetLatency(2 * time.Second)
 	a.increase(t, pool, 15)
-	time.Sleep(500 * time.Millisecond)
+	c.waitInFlight(t, 10, 2*time.Second)
 	paused := time.Now()
 	a.signal(t, syscall.SIGSTOP)
 	c.hc.SetLatency(0)
@@ -149,9 +148,8 @@ func TestSIGTERMWithCreatesOnTheWire(t *testing.T) {
 	a, b := c.startPair(t, "")
 	c.hc.SetLatency(time.Second)
 	a.increase(t, pool, 10)
-	// The fake logs a request once answered: 300 ms in, the creates are
-	// on the wire and none is answered.
-	time.Sleep(300 * time.Millisecond)
+	// The ten creates are on the wire and none is answered.
+	c.waitInFlight(t, 10, time.Second)
 	stopped := time.Now()
 	a.signal(t, syscall.SIGTERM)
 	// Requests on the wire keep their delay; later ones (the new
