@@ -164,8 +164,8 @@ func faultCases() []faultCase {
 			running: 2, failed: []failure{{"subnet", pool.Other, "action_failed"}},
 		},
 		{
-			name: "poweron action fails", pool: "subnet", n: 3,
-			up:      failAction("poweron"),
+			name: "power-on (start_server) action fails", pool: "subnet", n: 3,
+			up:      failAction("start_server"),
 			running: 2, failed: []failure{{"subnet", pool.Other, "action_failed"}},
 		},
 		{

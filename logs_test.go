@@ -27,7 +27,7 @@ func TestDebugLogsHoldNoSecrets(t *testing.T) {
 	// The subnet pool makes every kind of create-side request: create
 	// (with user data), attach, power on; a failed create adds an error
 	// path, and the scale-down deletes.
-	e.api().FailAction("poweron", "", "")
+	e.api().FailAction("start_server", "", "")
 	p := e.c.Pool("subnet")
 	if err := p.IncreaseSize(context.Background(), 3); err != nil {
 		t.Fatal(err)

@@ -126,7 +126,7 @@ var soakFaults = []struct {
 	{"create_server fails", func(api *hcloudtest.Server) { api.FailAction("create_server", "", "") }},
 	{"start_server fails", func(api *hcloudtest.Server) { api.FailAction("start_server", "", "") }},
 	{"attach fails", func(api *hcloudtest.Server) { api.FailAction("attach_to_network", "", "") }},
-	{"poweron fails", func(api *hcloudtest.Server) { api.FailAction("poweron", "", "") }},
+	{"poweron fails", func(api *hcloudtest.Server) { api.FailAction("start_server", "", "") }},
 	{"delete_server fails", func(api *hcloudtest.Server) { api.FailAction("delete_server", "", "") }},
 	{"delete server_error", func(api *hcloudtest.Server) {
 		api.FailRequest("DELETE /servers/{id}", 1, hcloudtest.RequestFault{Code: "server_error"})

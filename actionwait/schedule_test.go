@@ -223,7 +223,7 @@ func TestWaiterSeesASlowActionWithinTheBound(t *testing.T) {
 // started together, cost one poll each group, each when it is done.
 func TestWaiterMixedDurationsOnePollPerGroup(t *testing.T) {
 	s := newSim(t, nil, nil,
-		hcloudtest.WithActionDuration("poweroff", time.Second),
+		hcloudtest.WithActionDuration("stop_server", time.Second),
 		hcloudtest.WithActionDuration("delete_server", 4*time.Second),
 		hcloudtest.WithActionDuration("create_server", 9*time.Second))
 	ctx := t.Context()
@@ -246,7 +246,7 @@ func TestWaiterMixedDurationsOnePollPerGroup(t *testing.T) {
 	if errs, _ := s.run(s.wait("", a), s.wait("", b), s.wait("", c)); errs[0] != nil || errs[1] != nil || errs[2] != nil {
 		t.Fatal(errs)
 	}
-	for cmd, want := range map[string]time.Duration{"poweroff": time.Second, "delete_server": 4 * time.Second, "create_server": 9 * time.Second} {
+	for cmd, want := range map[string]time.Duration{"stop_server": time.Second, "delete_server": 4 * time.Second, "create_server": 9 * time.Second} {
 		if got := s.w.Expected(cmd, ""); got != want {
 			t.Fatalf("Expected(%s) = %s; want %s", cmd, got, want)
 		}

@@ -152,10 +152,10 @@ func TestPowerActions(t *testing.T) {
 		during hcloud.ServerStatus
 		after  hcloud.ServerStatus
 	}{
-		{"poweron", func() (*hcloud.Action, *hcloud.Response, error) { return client.Server.Poweron(ctx, srv) }, hcloud.ServerStatusStarting, hcloud.ServerStatusRunning},
-		{"shutdown", func() (*hcloud.Action, *hcloud.Response, error) { return client.Server.Shutdown(ctx, srv) }, hcloud.ServerStatusStopping, hcloud.ServerStatusOff},
-		{"poweron", func() (*hcloud.Action, *hcloud.Response, error) { return client.Server.Poweron(ctx, srv) }, hcloud.ServerStatusStarting, hcloud.ServerStatusRunning},
-		{"poweroff", func() (*hcloud.Action, *hcloud.Response, error) { return client.Server.Poweroff(ctx, srv) }, hcloud.ServerStatusStopping, hcloud.ServerStatusOff},
+		{"start_server", func() (*hcloud.Action, *hcloud.Response, error) { return client.Server.Poweron(ctx, srv) }, hcloud.ServerStatusStarting, hcloud.ServerStatusRunning},
+		{"shutdown_server", func() (*hcloud.Action, *hcloud.Response, error) { return client.Server.Shutdown(ctx, srv) }, hcloud.ServerStatusStopping, hcloud.ServerStatusOff},
+		{"start_server", func() (*hcloud.Action, *hcloud.Response, error) { return client.Server.Poweron(ctx, srv) }, hcloud.ServerStatusStarting, hcloud.ServerStatusRunning},
+		{"stop_server", func() (*hcloud.Action, *hcloud.Response, error) { return client.Server.Poweroff(ctx, srv) }, hcloud.ServerStatusStopping, hcloud.ServerStatusOff},
 	}
 	for i, st := range steps {
 		a, _, err := st.call()
@@ -278,7 +278,7 @@ func TestServerActions(t *testing.T) {
 	_, client, clock := newFake(t,
 		hcloudtest.WithActionDuration("create_server", time.Second),
 		hcloudtest.WithActionDuration("start_server", time.Second),
-		hcloudtest.WithActionDuration("poweroff", time.Second))
+		hcloudtest.WithActionDuration("stop_server", time.Second))
 	ctx := t.Context()
 	res := mustCreate(t, client, basicCreateOpts("mine", nil))
 	other := mustCreate(t, client, basicCreateOpts("other", nil))
@@ -302,7 +302,7 @@ func TestServerActions(t *testing.T) {
 		}
 		return got
 	}
-	want := []row{{"create_server", "success"}, {"start_server", "success"}, {"poweroff", "running"}}
+	want := []row{{"create_server", "success"}, {"start_server", "success"}, {"stop_server", "running"}}
 	if diff := cmp.Diff(want, rows()); diff != "" {
 		t.Errorf("actions of the server (-want +got):\n%s", diff)
 	}

@@ -272,7 +272,8 @@ func (s *Server) DropConnection(template string, nth int, afterEffect bool) {
 }
 
 // FailAction makes the next action of command (such as "create_server",
-// "start_server", "attach_to_network", "poweron") end with status error and
+// "start_server" (a create's start or a power-on), "attach_to_network")
+// end with status error and
 // the given code and message when it completes; empty ones become
 // "action_failed" and "action failed". The request that starts the action
 // still succeeds, so the resource exists. Actions that were to follow it

@@ -29,16 +29,16 @@ var defaultDurations = map[string]time.Duration{
 	"delete_server":       500 * time.Millisecond,
 	"attach_to_network":   500 * time.Millisecond,
 	"detach_from_network": 500 * time.Millisecond,
-	"poweron":             500 * time.Millisecond,
-	"poweroff":            500 * time.Millisecond,
-	"shutdown":            1 * time.Second,
-	"reboot":              1 * time.Second,
-	"reset":               500 * time.Millisecond,
+	"stop_server":         500 * time.Millisecond,
+	"shutdown_server":     1 * time.Second,
+	"reboot_server":       1 * time.Second,
+	"reset_server":        500 * time.Millisecond,
 }
 
 // DefaultActionDuration is the duration of commands that have no entry in
-// the built-in table (create_server 1 s; start_server, delete_server,
-// attach_to_network, poweron, poweroff 500 ms; shutdown 1 s).
+// the built-in table (create_server 1 s; start_server, stop_server,
+// reset_server, delete_server, attach_to_network 500 ms; shutdown_server,
+// reboot_server 1 s).
 const DefaultActionDuration = 500 * time.Millisecond
 
 // Default rate limit: Hetzner's 3600 requests per project, refilled by one
@@ -106,8 +106,9 @@ func (c *config) accepts(token string) bool {
 }
 
 // WithActionDuration sets how long actions of command (the API's command
-// name: "create_server", "start_server", "delete_server",
-// "attach_to_network", "poweron", "poweroff", "shutdown", ...) run. Zero
+// name: "create_server", "start_server" (also of a power-on),
+// "stop_server" (power-off), "shutdown_server", "reboot_server",
+// "reset_server", "delete_server", "attach_to_network", ...) run. Zero
 // makes them finish on the next request that reads state.
 func WithActionDuration(command string, d time.Duration) Option {
 	return func(c *config) { c.durations[command] = max(d, 0) }

@@ -15,11 +15,11 @@ type powerTransition struct {
 }
 
 var (
-	powerOn  = powerTransition{command: "poweron", during: statusStarting, after: statusRunning}
-	powerOff = powerTransition{command: "poweroff", during: statusStopping, after: statusOff}
-	shutdown = powerTransition{command: "shutdown", during: statusStopping, after: statusOff}
-	reboot   = powerTransition{command: "reboot", during: statusRunning, after: statusRunning}
-	reset    = powerTransition{command: "reset", during: statusRunning, after: statusRunning}
+	powerOn  = powerTransition{command: "start_server", during: statusStarting, after: statusRunning}
+	powerOff = powerTransition{command: "stop_server", during: statusStopping, after: statusOff}
+	shutdown = powerTransition{command: "shutdown_server", during: statusStopping, after: statusOff}
+	reboot   = powerTransition{command: "reboot_server", during: statusRunning, after: statusRunning}
+	reset    = powerTransition{command: "reset_server", during: statusRunning, after: statusRunning}
 )
 
 // serverActionTarget loads the server of a server action and refuses it

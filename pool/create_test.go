@@ -292,7 +292,7 @@ func TestFailureAfterCreateLeavesNoServer(t *testing.T) {
 		{name: "create_server fails", command: "create_server"},
 		{name: "start_server fails", command: "start_server"},
 		{name: "attach_to_network fails", subnet: true, command: "attach_to_network"},
-		{name: "poweron fails", subnet: true, command: "poweron"},
+		{name: "poweron fails", subnet: true, command: "start_server"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

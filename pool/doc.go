@@ -367,15 +367,17 @@
 //	the creation timeout                  or power-on runs)
 //	off, subnet pool, not attached to     attach with the range, power on
 //	the pool's network (any age)
-//	off, subnet pool, attached, younger   power on, if its action history
-//	than the creation timeout             shows only its create and attach
-//	                                      (else left alone: it ran)
+//	off, subnet pool, attached, younger   power on, unless its action
+//	than the creation timeout             history shows a start that
+//	                                      succeeded (then left alone: it
+//	                                      ran)
 //	off, subnet pool, attached, older     left alone: it may have run and
 //	                                      been stopped since
 //	anything else                         left alone
 //
 // The listing only says "off"; the flow looks the server up (one GET, and
-// for a young attached one its action history, one more) before it
+// for a young attached one its action history, a page of 50 actions per
+// GET) before it
 // decides; a history that cannot be read leaves the age to decide. A
 // server it leaves alone is not looked at again until a listing shows it
 // in another status. While its flow runs, a

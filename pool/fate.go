@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
@@ -27,6 +28,15 @@ const (
 // the server first starts: a history of these alone (and of failed
 // actions) is one of a server that never ran.
 var createCommands = map[string]bool{"create_server": true, "attach_to_network": true}
+
+// startCommands are the actions whose success proves that a server
+// started (or ran: only a running server shuts down or stops). Resume
+// leaves a stopped server alone only on such proof: any other action
+// (a firewall applied, a label changed) says nothing about a start.
+var startCommands = map[string]bool{
+	"start_server": true, "reboot_server": true, "reset_server": true,
+	"shutdown_server": true, "stop_server": true,
+}
 
 // errNoHistory is the look-up of a server's action history when the pool
 // has no client for it.
@@ -119,13 +129,30 @@ const (
 	historyStarting
 )
 
+// serverActions lists every action of a server, 50 per request.
+func (p *Pool) serverActions(ctx context.Context, s *hcloud.Server) ([]*hcloud.Action, error) {
+	if p.deps.ServerActions == nil {
+		return nil, errNoHistory
+	}
+	return p.deps.ServerActions.AllFor(ctx, s, hcloud.ActionListOpts{ListOpts: hcloud.ListOpts{PerPage: 50}})
+}
+
+// startedOnce reads a server's action history and reports whether it
+// shows a start (see startCommands) that succeeded.
+func (p *Pool) startedOnce(ctx context.Context, s *hcloud.Server) (bool, error) {
+	actions, err := p.serverActions(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(actions, func(a *hcloud.Action) bool {
+		return startCommands[a.Command] && a.Status == hcloud.ActionStatusSuccess
+	}), nil
+}
+
 // history reads a server's action history (GET /servers/{id}/actions)
 // and says whether it proves that the server never started.
 func (p *Pool) history(ctx context.Context, s *hcloud.Server) (historyVerdict, error) {
-	if p.deps.ServerActions == nil {
-		return historyStarted, errNoHistory
-	}
-	actions, err := p.deps.ServerActions.AllFor(ctx, s, hcloud.ActionListOpts{ListOpts: hcloud.ListOpts{PerPage: 50}})
+	actions, err := p.serverActions(ctx, s)
 	if err != nil {
 		return historyStarted, err
 	}

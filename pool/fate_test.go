@@ -333,7 +333,7 @@ func TestFlowEndRuleUnderRandomInterleavings(t *testing.T) {
 			break
 		}
 		for _, a := range actions {
-			if (a.Command != "start_server" && a.Command != "poweron") || a.Status != hcloud.ActionStatusSuccess {
+			if a.Command != "start_server" || a.Status != hcloud.ActionStatusSuccess {
 				continue
 			}
 			for _, r := range a.Resources {

@@ -39,9 +39,9 @@ var errNotResumable = errors.New("not a create flow left unfinished")
 //     flow looks the server up and, if it is not attached to the pool's
 //     network, attaches it with the range and powers it on; if it is
 //     attached, it powers it on only while the server is younger than the
-//     creation timeout and its action history shows nothing but its
-//     create and network attachment (an older one, or one that started
-//     before, was stopped by someone after it ran, and is left alone).
+//     creation timeout and its action history shows no start that
+//     succeeded (an older one, or one that started before, was stopped
+//     by someone after it ran, and is left alone).
 //
 // A resumed server is a claim with a server from then on: Instances shows
 // it Creating under its provider ID, TargetSize counts it once, and once
@@ -147,10 +147,7 @@ func (p *Pool) runResume(taskCtx context.Context, c *claim, listed hcloud.Server
 	ref := &hcloud.Server{ID: c.serverID, Name: c.name}
 
 	server, err := p.getServer(ctx, c.serverID)
-	if err == nil && server != nil && (p.resumeStale(c.set, server) || p.resumeRan(ctx, c.set, server, log)) {
-		err = errNotResumable
-	}
-	if err == nil && server != nil && !p.owns(server.Labels) {
+	if err == nil && server != nil && (p.resumeStale(c.set, server) || !p.owns(server.Labels) || p.resumeRan(ctx, c.set, server, log)) {
 		err = errNotResumable
 	}
 	if err == nil && server != nil {
@@ -213,21 +210,23 @@ func (p *Pool) resumeStale(set *settings, s *hcloud.Server) bool {
 }
 
 // resumeRan reports an attached, stopped server of a subnet pool, young
-// enough for resumeStale to let it through, whose action history shows
-// that it started after its create (a power-on, a reboot, ...): a node
-// that someone stopped, not a create flow left before its power-on. A
-// history that cannot be read proves nothing: the age rule decides alone
+// enough for resumeStale to let it through, whose action history shows a
+// start that succeeded (a power-on, reboot, reset, shutdown or power-off;
+// see startCommands): a node that someone stopped, not a create flow left
+// before its power-on. Only such proof leaves the server alone, since an
+// unfinished create left off would stay off: other actions, a history
+// without the create, or one that cannot be read let the age rule decide
 // (powering on is no loss).
 func (p *Pool) resumeRan(ctx context.Context, set *settings, s *hcloud.Server, log *zap.Logger) bool {
 	if !set.stoppedCreates || s.Status != hcloud.ServerStatusOff || s.PrivateNetFor(set.refs.Network) == nil {
 		return false
 	}
-	verdict, err := p.history(ctx, s)
+	started, err := p.startedOnce(ctx, s)
 	if err != nil {
 		log.Warn("reading the action history of a stopped server to resume failed; powering it on, since it is younger than the creation timeout", zap.Error(err))
 		return false
 	}
-	return verdict == historyStarted
+	return started
 }
 
 // finishCreate drives a server from where a create flow left it to

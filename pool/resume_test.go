@@ -40,10 +40,11 @@ func (e *env) addLeftover(pool string, status hcloud.ServerStatus, age time.Dura
 
 // addLeftoverWithHistory creates a server of a subnet pool through the
 // API as a create flow does (stopped, then attached to "net" with the
-// pool's range), so that its action history is a real one; ran powers it
-// on and off after that, as for a node someone stopped. The server is
-// then age old, and off.
-func (e *env) addLeftoverWithHistory(pool string, ran bool, age time.Duration) int64 {
+// pool's range), so that its action history is a real one. Then, by
+// after: "ran" powers it on and off, as for a node someone stopped;
+// "reattach" detaches and attaches it again, actions that are no start.
+// The server is then age old, and off.
+func (e *env) addLeftoverWithHistory(pool, after string, age time.Duration) int64 {
 	e.t.Helper()
 	ctx := e.t.Context()
 	start := e.clock.Now()
@@ -58,14 +59,25 @@ func (e *env) addLeftoverWithHistory(pool string, ran bool, age time.Duration) i
 	}
 	srv := res.Server
 	e.actionDone(res.Action)
-	a, _, err := e.client.Server.AttachToNetwork(ctx, srv, hcloud.ServerAttachToNetworkOpts{
-		Network: &hcloud.Network{ID: e.networkID()}, IPRange: prefixToIPNet(mustPrefix("10.0.1.0/24")),
-	})
-	if err != nil {
-		e.t.Fatal(err)
+	attach := func() {
+		a, _, err := e.client.Server.AttachToNetwork(ctx, srv, hcloud.ServerAttachToNetworkOpts{
+			Network: &hcloud.Network{ID: e.networkID()}, IPRange: prefixToIPNet(mustPrefix("10.0.1.0/24")),
+		})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.actionDone(a)
 	}
-	e.actionDone(a)
-	if ran {
+	attach()
+	switch after {
+	case "reattach":
+		a, _, err := e.client.Server.DetachFromNetwork(ctx, srv, hcloud.ServerDetachFromNetworkOpts{Network: &hcloud.Network{ID: e.networkID()}})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		e.actionDone(a)
+		attach()
+	case "ran":
 		for _, power := range []func(context.Context, *hcloud.Server) (*hcloud.Action, *hcloud.Response, error){e.client.Server.Poweron, e.client.Server.Poweroff} {
 			a, _, err := power(ctx, srv)
 			if err != nil {
@@ -119,8 +131,9 @@ func TestResume(t *testing.T) {
 		// attached adds the server to the pool's network already.
 		attached bool
 		// history creates it through the API, with a real action
-		// history; ran powers it on and off after its create.
-		history, ran bool
+		// history, and then does after (see addLeftoverWithHistory).
+		history bool
+		after   string
 		// resumed says Resume must take the server over (looked says
 		// it must look it up, and may leave it); want is the status it
 		// must end in.
@@ -136,9 +149,11 @@ func TestResume(t *testing.T) {
 		{name: "subnet: attached, still off", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
 			history: true, resumed: true, want: hcloud.ServerStatusRunning, poweron: 1},
 		{name: "subnet: attached, off, young, but it ran: stopped by someone", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
-			history: true, ran: true, looked: true, want: hcloud.ServerStatusOff},
-		{name: "subnet: attached, off, young, no history of its create: stopped by someone", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
-			looked: true, want: hcloud.ServerStatusOff},
+			history: true, after: "ran", looked: true, want: hcloud.ServerStatusOff},
+		{name: "subnet: attached, off, young, other actions than a start in its history", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
+			history: true, after: "reattach", resumed: true, want: hcloud.ServerStatusRunning, poweron: 1},
+		{name: "subnet: attached, off, young, an empty history", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
+			resumed: true, want: hcloud.ServerStatusRunning, poweron: 1},
 		{name: "subnet: attached and off for an hour: stopped by someone", subnet: true, status: hcloud.ServerStatusOff, age: time.Hour, attached: true,
 			looked: true, want: hcloud.ServerStatusOff},
 		{name: "subnet: running", subnet: true, status: hcloud.ServerStatusRunning, age: time.Minute, attached: true,
@@ -162,7 +177,7 @@ func TestResume(t *testing.T) {
 			}
 			var id int64
 			if tc.history {
-				id = e.addLeftoverWithHistory("workers", tc.ran, tc.age)
+				id = e.addLeftoverWithHistory("workers", tc.after, tc.age)
 			} else {
 				id = e.addLeftover("workers", tc.status, tc.age, nets...)
 			}
