@@ -5,6 +5,7 @@
 package chart
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -74,9 +75,12 @@ func TestDefaultValuesNameWhatIsMissing(t *testing.T) {
 
 // TestPoolsFromNodesOrClusterConfig: a release needs a pool, from nodes or
 // declared in the cluster config (an entry with any of minSize, maxSize,
-// serverType, location, as serve reads it); a config in a Secret of the
-// user's is left to serve. A cluster config that is not JSON fails the
-// install, naming the value.
+// serverType, location set, keys in any case, as serve reads it); a config
+// in an object of the user's is left to serve. A cluster config that is
+// not a JSON object fails the install, naming the value. The rule is
+// serve's: every config the chart takes without nodes gives serve's
+// configuration the pools wanted, and every one it refuses for want of a
+// pool, serve refuses too.
 func TestPoolsFromNodesOrClusterConfig(t *testing.T) {
 	base := []string{"image.repository=registry.example.com/hcloudscale", "hcloud.token=x"}
 	for _, tc := range []struct {
@@ -98,6 +102,13 @@ func TestPoolsFromNodesOrClusterConfig(t *testing.T) {
 		{name: "not JSON", json: `{"nodeConfigs": {`, wantErr: "clusterConfig.json: not a JSON object"},
 		{name: "not JSON, with nodes", set: []string{"nodes[0]=0:1:cpx31:fsn1:w"}, json: `nodeConfigs: {}`, wantErr: "clusterConfig.json: not a JSON object"},
 		{name: "a Secret of the user's", set: []string{"clusterConfig.existingName=cc"}},
+		{name: "a Secret of the user's, and an unused value that is not JSON", set: []string{"clusterConfig.existingName=cc"}, json: "not JSON"},
+		{name: "keys in another case", json: `{"NodeConfigs": {"w": {"MaxSize": 1, "ServerType": "cx22", "Location": "fsn1"}}}`, wantPools: []string{"w"}},
+		{name: "a null field", json: `{"nodeConfigs": {"w": {"minSize": null, "cloudInit": "#cloud-config\n"}}}`, wantErr: "nodes: no pools"},
+		{name: "a null field as YAML", json: map[string]any{"nodeConfigs": map[string]any{"w": map[string]any{"maxSize": nil}}}, wantErr: "nodes: no pools"},
+		{name: "an empty server type", json: `{"nodeConfigs": {"w": {"serverType": "", "cloudInit": "x"}}}`, wantErr: "nodes: no pools"},
+		{name: "JSON null, with nodes", set: []string{"nodes[0]=0:1:cpx31:fsn1:w"}, json: `null`, wantErr: "clusterConfig.json: not a JSON object"},
+		{name: "a JSON array", json: ` [{"nodeConfigs": {}}]`, wantErr: "clusterConfig.json: not a JSON object"},
 		{name: "nodes and a declared pool", set: []string{"nodes[0]=0:1:cpx31:fsn1:w"}, json: `{"nodeConfigs": {"w": {}, "v": {"maxSize": 2, "serverType": "cx22", "location": "fsn1"}}}`,
 			wantArgs: []string{"0:1:cpx31:fsn1:w"}, wantPools: []string{"w", "v"}},
 	} {
@@ -115,6 +126,20 @@ func TestPoolsFromNodesOrClusterConfig(t *testing.T) {
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v; want one containing %q", err, tc.wantErr)
+				}
+				if strings.HasPrefix(tc.wantErr, "nodes:") {
+					doc, ok := tc.json.(string)
+					if !ok {
+						b, err := json.Marshal(tc.json)
+						if err != nil {
+							t.Fatal(err)
+						}
+						doc = string(b)
+					}
+					env := config.MapEnv(map[string]string{config.EnvToken: "x", config.EnvClusterConfigFile: "/cc.json"}, map[string]string{"/cc.json": doc})
+					if _, err := config.Load(env, toStrings(lookup(vals, "nodes"))); err == nil {
+						t.Errorf("serve's configuration takes %s, which the chart refuses", doc)
+					}
 				}
 				return
 			}
