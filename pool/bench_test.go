@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -99,10 +100,12 @@ func scaleUpOnce(b *testing.B, n int) scaleUpResult {
 }
 
 // BenchmarkDrift measures Pool.Drift over a pool of 5,000 listed servers,
-// each with a user-data hash: with a cloud-init sent as written (one hash
-// for all) and with a template rendered per server, the case a Cluster
-// pays for at every new listing or configuration (hcloudscale_pool_drifted_servers).
-// The catalogue and the image are cached after the first call.
+// each with an image other than the pool's and a user-data hash that
+// differs: with a cloud-init sent as written (one hash for all) and with a
+// template rendered per server. A Cluster pays it at most once per
+// Refresh, when the snapshot or configuration changed
+// (hcloudscale_pool_drifted_servers). The catalogue and the image are
+// cached after the first call.
 //
 // Run: go test -run '^$' -bench BenchmarkDrift -benchmem ./pool/
 func BenchmarkDrift(b *testing.B) {
@@ -116,9 +119,14 @@ func BenchmarkDrift(b *testing.B) {
 			cfg.CloudInitTemplate = template
 			p, cache, closePool := benchPool(b, fake, cfg)
 			defer closePool()
+			// The servers' image: an older snapshot than the pool's.
+			old, err := fake.AddImage(hcloudtest.Image{Description: "old node image"})
+			if err != nil {
+				b.Fatal(err)
+			}
 			for i := range n {
 				if _, err := fake.AddServer(hcloudtest.ServerInfo{
-					Name: fmt.Sprintf("workers-%016x", i), Status: hcloud.ServerStatusRunning, ServerType: "cx23", Location: "fsn1",
+					Name: fmt.Sprintf("workers-%016x", i), Status: hcloud.ServerStatusRunning, ServerType: "cx23", Location: "fsn1", ImageID: old,
 					Labels: map[string]string{config.LabelNodeGroup: "workers", config.LabelCluster: testCluster, config.LabelUserDataHash: "0123456789abcdef"},
 				}); err != nil {
 					b.Fatal(err)
@@ -128,8 +136,8 @@ func BenchmarkDrift(b *testing.B) {
 			if _, err := cache.Refresh(ctx); err != nil {
 				b.Fatal(err)
 			}
-			if d, err := p.Drift(ctx); err != nil || len(d) != n {
-				b.Fatalf("Drift: %d servers, %v; want all %d drifted (user data)", len(d), err, n)
+			if d, err := p.Drift(ctx); err != nil || len(d) != n || !slices.Equal(d[0].Reasons, []DriftReason{DriftImage, DriftUserData}) {
+				b.Fatalf("Drift: %d servers, %v; want all %d drifted on image and user data", len(d), err, n)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
