@@ -2,6 +2,7 @@ package chart
 
 import (
 	"net"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/cli/values"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -166,19 +168,61 @@ func TestAutoscalerChartValues(t *testing.T) {
 // cluster-autoscaler.yaml the same way: it mounts the chart's
 // cloud-config and client certificate where they are read.
 func TestRawAutoscalerManifest(t *testing.T) {
-	cmName, cc, clientSecret := autoscalerSide(t)
 	objs := decode(t, string(readFile(t, filepath.Join(exampleDir, "cluster-autoscaler.yaml"))))
-	dep := one[*appsv1.Deployment](t, objs, "Deployment")
+	checkAutoscalerDeployment(t, one[*appsv1.Deployment](t, objs, "Deployment"))
+}
+
+// TestOfficialAutoscalerChart renders the official cluster-autoscaler
+// chart with cluster-autoscaler-values.yaml, as the README installs it,
+// and checks its Deployment as the raw manifest's, and the pod labels
+// that networkPolicy.clientPodSelector in the README selects. The module
+// proxy does not serve that chart: HCLOUDSCALE_CA_CHART names a checkout
+// of it (kubernetes/autoscaler's cluster-autoscaler/charts/
+// cluster-autoscaler); without it the test is skipped.
+func TestOfficialAutoscalerChart(t *testing.T) {
+	dir := os.Getenv("HCLOUDSCALE_CA_CHART")
+	if dir == "" {
+		t.Skip("HCLOUDSCALE_CA_CHART is not set: no checkout of the official cluster-autoscaler chart")
+	}
+	ch, err := loader.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("chart %s %s (appVersion %s)", ch.Metadata.Name, ch.Metadata.Version, ch.Metadata.AppVersion)
+	vals := mergeValues(t, values.Options{ValueFiles: []string{filepath.Join(exampleDir, "cluster-autoscaler-values.yaml")}})
+	manifest, err := renderChart(t, ch, "cluster-autoscaler", releaseNamespace, vals)
+	if err != nil {
+		t.Fatalf("the official chart does not render with cluster-autoscaler-values.yaml: %v", err)
+	}
+	dep := one[*appsv1.Deployment](t, decode(t, manifest), "Deployment")
+	checkAutoscalerDeployment(t, dep)
+	if got := dep.Spec.Template.Labels["app.kubernetes.io/name"]; got != "externalgrpc-cluster-autoscaler" {
+		t.Errorf("pod label app.kubernetes.io/name %q; the README's networkPolicy.clientPodSelector selects externalgrpc-cluster-autoscaler", got)
+	}
+}
+
+// checkAutoscalerDeployment checks an autoscaler's Deployment: the
+// externalgrpc provider, one --cloud-config, at the chart's cloud-config
+// ConfigMap mounted there, and the client certificate's Secret mounted
+// where the cloud-config reads it.
+func checkAutoscalerDeployment(t *testing.T, dep *appsv1.Deployment) {
+	t.Helper()
+	cmName, cc, clientSecret := autoscalerSide(t)
 	c := dep.Spec.Template.Spec.Containers[0]
-	var configPath string
-	for _, a := range c.Command {
+	args := append(slices.Clone(c.Command), c.Args...)
+	var configPaths []string
+	for _, a := range args {
 		if p, ok := strings.CutPrefix(a, "--cloud-config="); ok {
-			configPath = p
+			configPaths = append(configPaths, p)
 		}
 	}
-	if !slices.Contains(c.Command, "--cloud-provider=externalgrpc") {
-		t.Errorf("command %q lacks --cloud-provider=externalgrpc", c.Command)
+	if !slices.Contains(args, "--cloud-provider=externalgrpc") {
+		t.Errorf("arguments %q lack --cloud-provider=externalgrpc", args)
 	}
+	if len(configPaths) != 1 {
+		t.Fatalf("--cloud-config %q in %q; want one", configPaths, args)
+	}
+	configPath := configPaths[0]
 	mountOf := func(pred func(corev1.Volume) bool) string {
 		for _, vol := range dep.Spec.Template.Spec.Volumes {
 			if pred(vol) {

@@ -66,18 +66,24 @@ func render(t *testing.T, vals map[string]any) (string, error) {
 
 func renderIn(t *testing.T, namespace string, vals map[string]any) (string, error) {
 	t.Helper()
+	return renderChart(t, loadChart(t), releaseName, namespace, vals)
+}
+
+// renderChart renders any chart as release name in namespace.
+func renderChart(t *testing.T, ch *chartv2.Chart, name, namespace string, vals map[string]any) (string, error) {
+	t.Helper()
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
 	install := action.NewInstall(cfg)
 	install.DryRunStrategy = action.DryRunClient
 	install.Replace = true
-	install.ReleaseName = releaseName
+	install.ReleaseName = name
 	install.Namespace = namespace
 	kv, err := common.ParseKubeVersion(kubeVersion)
 	if err != nil {
 		t.Fatal(err)
 	}
 	install.KubeVersion = kv
-	rel, err := install.Run(loadChart(t), vals)
+	rel, err := install.Run(ch, vals)
 	if err != nil {
 		return "", err
 	}
