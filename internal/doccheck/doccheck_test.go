@@ -133,6 +133,17 @@ func read(t *testing.T, path string) string {
 
 // TestCheckReportsBrokenLinks runs the checker on a small tree with good
 // and broken links, so that a checker that finds nothing fails too.
+// TestDocumentLengths keeps the two front documents short: README.md
+// for a user deciding and starting, BENCHMARKS.md with each scenario once
+// (the history is in git).
+func TestDocumentLengths(t *testing.T) {
+	for file, limit := range map[string]int{"README.md": 250, "BENCHMARKS.md": 300} {
+		if n := strings.Count(read(t, file), "\n"); n > limit {
+			t.Errorf("%s has %d lines; keep it at most %d (details go to docs/)", file, n, limit)
+		}
+	}
+}
+
 func TestCheckReportsBrokenLinks(t *testing.T) {
 	dir := t.TempDir()
 	write := func(path, content string) {
