@@ -616,16 +616,12 @@ func loadRenderedConfig(t *testing.T, objs []*unstructured.Unstructured, dep *ap
 		if !strings.HasSuffix(e.Name, "_FILE") {
 			continue
 		}
-		for _, m := range c.VolumeMounts {
-			if rest, ok := strings.CutPrefix(e.Value, strings.TrimSuffix(m.MountPath, "/")+"/"); ok {
-				if b, ok := volFiles[m.Name+"/"+rest]; ok {
-					files[e.Value] = string(b)
-				}
-			}
-		}
-		if _, ok := files[e.Value]; !ok {
+		file, _ := inVolume(c, e.Value)
+		b, ok := volFiles[file]
+		if !ok {
 			t.Fatalf("%s=%s: no file of the chart's objects there", e.Name, e.Value)
 		}
+		files[e.Value] = string(b)
 	}
 	return config.Load(config.MapEnv(vars, files), flags(c.Args)["nodes"])
 }

@@ -147,13 +147,11 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader, configPools bool) {
 	root := t.TempDir()
 	c := pod.Containers[0]
 	remap := func(path string) string {
-		for _, m := range c.VolumeMounts {
-			if rest, ok := strings.CutPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/"); ok {
-				return filepath.Join(root, m.Name, rest)
-			}
+		file, ok := inVolume(c, path)
+		if !ok {
+			t.Fatalf("%s is in no mounted volume", path)
 		}
-		t.Fatalf("%s is in no mounted volume", path)
-		return ""
+		return filepath.Join(root, file)
 	}
 	files := volumeFiles(t, objs, pod, fake.Token())
 	host := "hcloudscale." + ns + ".svc" // the Service's name, as the autoscaler dials it
@@ -443,6 +441,17 @@ func volumeFiles(t *testing.T, objs []*unstructured.Unstructured, pod corev1.Pod
 		}
 	}
 	return files
+}
+
+// inVolume returns where path of container c lies in the pod's volumes,
+// as "<volume name>/<path in it>", the keys of volumeFiles.
+func inVolume(c corev1.Container, path string) (string, bool) {
+	for _, m := range c.VolumeMounts {
+		if rest, ok := strings.CutPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/"); ok {
+			return m.Name + "/" + rest, true
+		}
+	}
+	return "", false
 }
 
 // writeVolume writes files into dir as the kubelet writes a Secret or

@@ -45,6 +45,33 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- default (printf "%s-cluster-config" (include "hcloudscale.fullname" .)) .Values.clusterConfig.existingName -}}
 {{- end -}}
 
+{{/* Non-empty when clusterConfig.json (JSON text, or YAML the chart
+writes as JSON) declares a pool as serve reads it: a nodeConfigs entry
+with minSize, maxSize, serverType or location set (not null, not ""),
+keys in any case. Fails on text that is not a JSON object. */}}
+{{- define "hcloudscale.declaresPools" -}}
+{{- $cc := .Values.clusterConfig.json -}}
+{{- if and (kindIs "string" $cc) $cc -}}
+{{- if not (hasPrefix "{" (trim $cc)) -}}
+{{- fail "clusterConfig.json: not a JSON object: it must start with {" -}}
+{{- end -}}
+{{- $cc = fromJson $cc -}}
+{{- if hasKey $cc "Error" -}}
+{{- fail (printf "clusterConfig.json: not a JSON object: %s" (get $cc "Error")) -}}
+{{- end -}}
+{{- end -}}
+{{- $fields := list "minsize" "maxsize" "servertype" "location" -}}
+{{- range $key, $ncs := ternary $cc dict (kindIs "map" $cc) -}}
+{{- if and (eq (lower $key) "nodeconfigs") (kindIs "map" $ncs) -}}
+{{- range $nc := values $ncs -}}
+{{- range $field, $v := ternary $nc dict (kindIs "map" $nc) -}}
+{{- if and (has (lower $field) $fields) (not (kindIs "invalid" $v)) (ne (toString $v) "") }}true{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The Secrets of the certificates: cert-manager's, or the given ones. */}}
 {{- define "hcloudscale.serverTLSSecret" -}}
 {{- if .Values.tls.certManager.enabled -}}
