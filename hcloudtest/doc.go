@@ -12,7 +12,8 @@
 // Servers (create, get, list, update, delete; poweron, poweroff, shutdown,
 // reboot, reset, attach_to_network, detach_from_network; a server's
 // actions, whose commands are the API's: start_server, stop_server,
-// shutdown_server, reboot_server, reset_server, ...), actions (by ID and listed by id filters), server types, locations, images, networks,
+// shutdown_server, reboot_server, reset_server, ...), actions (by ID and
+// listed by id filters), server types, locations, images, networks,
 // firewalls, SSH keys, placement groups and pricing. The catalogue models
 // Hetzner's offer: locations fsn1, nbg1, hel1, ash, hil and sin; shared
 // x86 types cx23-cx53 and cpx11-cpx51 (cx only in the EU), dedicated

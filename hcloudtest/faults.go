@@ -273,12 +273,11 @@ func (s *Server) DropConnection(template string, nth int, afterEffect bool) {
 
 // FailAction makes the next action of command (such as "create_server",
 // "start_server" (a create's start or a power-on), "attach_to_network")
-// end with status error and
-// the given code and message when it completes; empty ones become
-// "action_failed" and "action failed". The request that starts the action
-// still succeeds, so the resource exists. Actions that were to follow it
-// (the start_server after a failed create_server) fail with the same
-// error. Each call fails one action.
+// end with status error and the given code and message when it
+// completes; empty ones become "action_failed" and "action failed". The
+// request that starts the action still succeeds, so the resource exists.
+// Actions that were to follow it (the start_server after a failed
+// create_server) fail with the same error. Each call fails one action.
 func (s *Server) FailAction(command, code, message string) {
 	code = cmp.Or(code, "action_failed")
 	message = cmp.Or(message, "action failed")

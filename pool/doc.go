@@ -376,17 +376,16 @@
 //	anything else                         left alone
 //
 // The listing only says "off"; the flow looks the server up (one GET, and
-// for a young attached one its action history, a page of 50 actions per
-// GET) before it
-// decides; a history that cannot be read leaves the age to decide. A
+// for a young attached one its action history, 50 actions per GET) before
+// it decides; a history that cannot be read leaves the age to decide. A
 // server it leaves alone is not looked at again until a listing shows it
-// in another status. While its flow runs, a
-// resumed server is a claim with a server: Creating under its provider
-// ID, counted once in TargetSize, removable with DeleteInstances (the flow
-// then deletes it). Once the flow sees it run it goes into the cache as
-// running, without waiting for the next listing; the flow polls the server
-// at pauses doubling from one waiter interval up to ten while an action
-// of unknown ID runs on it. A resumed flow that fails ends as any create
+// in another status. While its flow runs, a resumed server is a claim
+// with a server: Creating under its provider ID, counted once in
+// TargetSize, removable with DeleteInstances (the flow then deletes it).
+// Once the flow sees it run it goes into the cache as running, without
+// waiting for the next listing; the flow polls the server at pauses
+// doubling from one waiter interval up to ten while an action of unknown
+// ID runs on it. A resumed flow that fails ends as any create
 // flow does (see "Create flows never delete what ran"): a young server
 // listed as starting because a node that ran was reset, and then shut
 // down, is kept, not deleted. One whose look-ups fail until the creation
