@@ -365,19 +365,26 @@
 //
 //	initializing, starting, younger than  wait until it runs (its create
 //	the creation timeout                  or power-on runs)
-//	off, subnet pool, not attached to     attach with the range, power on
-//	the pool's network (any age)
-//	off, subnet pool, attached, younger   power on, unless its action
-//	than the creation timeout             history shows a start that
-//	                                      succeeded (then left alone: it
-//	                                      ran)
-//	off, subnet pool, attached, older     left alone: it may have run and
-//	                                      been stopped since
+//	off, subnet pool, its action history  attach with the range if not
+//	proves it was left before its         attached, power on (any age)
+//	power-on: it reaches back to
+//	create_server, nothing but the
+//	create and network attachments
+//	succeeded, no start tried before an
+//	attachment
+//	off, anything else: stopped or        left alone (any age)
+//	detached by someone, created
+//	started, history incomplete
 //	anything else                         left alone
 //
-// The listing only says "off"; the flow looks the server up (one GET, and
-// for a young attached one its action history, 50 actions per GET) before
-// it decides; a history that cannot be read leaves the age to decide. A
+// Only a server that provably never ran is finished, as on a failed
+// flow's end (see "Create flows never delete what ran"): a node someone
+// stopped or detached (to isolate it, say) stays so after any restart,
+// hand-over or Refresh, and a reload that gives a pool a subnet range
+// does not attach or power on its stopped servers. The listing only says
+// "off"; the flow looks the server up (one GET, and its action history,
+// 50 actions per GET) before it decides; a history that cannot be read
+// leaves the server alone until the next Refresh tries again. A
 // server it leaves alone is not looked at again until a listing shows it
 // in another status. While its flow runs, a resumed server is a claim
 // with a server: Creating under its provider ID, counted once in

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -29,14 +30,9 @@ const (
 // actions) is one of a server that never ran.
 var createCommands = map[string]bool{"create_server": true, "attach_to_network": true}
 
-// startCommands are the actions whose success proves that a server
-// started (or ran: only a running server shuts down or stops). Resume
-// leaves a stopped server alone only on such proof: any other action
-// (a firewall applied, a label changed) says nothing about a start.
-var startCommands = map[string]bool{
-	"start_server": true, "reboot_server": true, "reset_server": true,
-	"shutdown_server": true, "stop_server": true,
-}
+// startCommand is the action that starts a server: at its create (a
+// next action of create_server) or later (a power-on).
+const startCommand = "start_server"
 
 // errNoHistory is the look-up of a server's action history when the pool
 // has no client for it.
@@ -137,16 +133,38 @@ func (p *Pool) serverActions(ctx context.Context, s *hcloud.Server) ([]*hcloud.A
 	return p.deps.ServerActions.AllFor(ctx, s, hcloud.ActionListOpts{ListOpts: hcloud.ListOpts{PerPage: 50}})
 }
 
-// startedOnce reads a server's action history and reports whether it
-// shows a start (see startCommands) that succeeded.
-func (p *Pool) startedOnce(ctx context.Context, s *hcloud.Server) (bool, error) {
+// createdStopped reads a server's action history and reports whether it
+// proves that the server is one a subnet pool's create flow left before
+// its power-on: the history reaches back to its create_server; nothing
+// but the create and network attachments succeeded, and nothing else
+// runs; and no start was tried before an attachment succeeded (a create
+// flow of a subnet pool creates its servers stopped and attaches them
+// before it powers them on, so an earlier start means a server created
+// started, by the pool before it had a range, or by someone else).
+// Anything else (a detach, a start, a rebuild, a history that does not
+// reach back to the create) is someone's doing, which Resume leaves
+// alone.
+func (p *Pool) createdStopped(ctx context.Context, s *hcloud.Server) (bool, error) {
 	actions, err := p.serverActions(ctx, s)
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(actions, func(a *hcloud.Action) bool {
-		return startCommands[a.Command] && a.Status == hcloud.ActionStatusSuccess
-	}), nil
+	slices.SortFunc(actions, func(a, b *hcloud.Action) int { return cmp.Compare(a.ID, b.ID) })
+	created, attached := false, false
+	for _, a := range actions {
+		switch {
+		case a.Command == "create_server" && a.Status == hcloud.ActionStatusSuccess:
+			created = true
+		case a.Command == "attach_to_network" && a.Status == hcloud.ActionStatusSuccess:
+			attached = true
+		case a.Command == startCommand && a.Status == hcloud.ActionStatusError && attached:
+			// The flow's power-on failed: the server never ran.
+		case a.Status == hcloud.ActionStatusError && a.Command != startCommand:
+		default:
+			return false, nil
+		}
+	}
+	return created, nil
 }
 
 // history reads a server's action history (GET /servers/{id}/actions)

@@ -36,12 +36,17 @@ var errNotResumable = errors.New("not a create flow left unfinished")
 //     without having been seen initializing may be a rebooted node that
 //     someone shut down: it is left alone, not deleted);
 //   - off, in a pool that creates servers stopped (subnet range): the
-//     flow looks the server up and, if it is not attached to the pool's
-//     network, attaches it with the range and powers it on; if it is
-//     attached, it powers it on only while the server is younger than the
-//     creation timeout and its action history shows no start that
-//     succeeded (an older one, or one that started before, was stopped
-//     by someone after it ran, and is left alone).
+//     flow looks the server up and reads its action history, and goes on
+//     only if the history proves that a subnet pool's create flow left
+//     it before its power-on ([Pool.createdStopped]: created stopped,
+//     nothing but the create and network attachments succeeded, no start
+//     tried before an attachment). It then attaches it with the range if
+//     it is not on the pool's network, and powers it on. A server someone
+//     stopped or detached, one created started (by the pool before a
+//     reload gave it a range), and one whose history does not reach back
+//     to its create are left alone, whatever their age: the same rule as
+//     [Pool.judge]'s, that only what provably never ran is finished, so
+//     neither a restart nor a reload undoes what a person did.
 //
 // A resumed server is a claim with a server from then on: Instances shows
 // it Creating under its provider ID, TargetSize counts it once, and once
@@ -147,7 +152,7 @@ func (p *Pool) runResume(taskCtx context.Context, c *claim, listed hcloud.Server
 	ref := &hcloud.Server{ID: c.serverID, Name: c.name}
 
 	server, err := p.getServer(ctx, c.serverID)
-	if err == nil && server != nil && (p.resumeStale(c.set, server) || !p.owns(server.Labels) || p.resumeRan(ctx, c.set, server, log)) {
+	if err == nil && server != nil && !p.owns(server.Labels) {
 		err = errNotResumable
 	}
 	if err == nil && server != nil {
@@ -199,36 +204,6 @@ func isStepError(err error) bool {
 	return errors.As(err, &se)
 }
 
-// resumeStale reports an attached, stopped server of a subnet pool that
-// is older than the creation timeout: it may have run and been stopped
-// since, which is not the pool's to undo.
-func (p *Pool) resumeStale(set *settings, s *hcloud.Server) bool {
-	if !set.stoppedCreates || s.Status != hcloud.ServerStatusOff || s.PrivateNetFor(set.refs.Network) == nil {
-		return false
-	}
-	return !s.Created.IsZero() && p.now().Sub(s.Created) > p.opts.creationTimeout
-}
-
-// resumeRan reports an attached, stopped server of a subnet pool, young
-// enough for resumeStale to let it through, whose action history shows a
-// start that succeeded (a power-on, reboot, reset, shutdown or power-off;
-// see startCommands): a node that someone stopped, not a create flow left
-// before its power-on. Only such proof leaves the server alone, since an
-// unfinished create left off would stay off: other actions, a history
-// without the create, or one that cannot be read let the age rule decide
-// (powering on is no loss).
-func (p *Pool) resumeRan(ctx context.Context, set *settings, s *hcloud.Server, log *zap.Logger) bool {
-	if !set.stoppedCreates || s.Status != hcloud.ServerStatusOff || s.PrivateNetFor(set.refs.Network) == nil {
-		return false
-	}
-	started, err := p.startedOnce(ctx, s)
-	if err != nil {
-		log.Warn("reading the action history of a stopped server to resume failed; powering it on, since it is younger than the creation timeout", zap.Error(err))
-		return false
-	}
-	return started
-}
-
 // finishCreate drives a server from where a create flow left it to
 // running, one idempotent step at a time, looking the server up after
 // each. It returns nil, nil when the server disappeared.
@@ -263,6 +238,17 @@ func (p *Pool) finishCreate(ctx context.Context, set *settings, s *hcloud.Server
 		case s.Status == hcloud.ServerStatusOff && !set.stoppedCreates:
 			return nil, &stepError{"wait for server", &infoError{ErrorInfo{Class: Other, Code: CodeActionFailed,
 				Message: fmt.Sprintf("server %s is off after its create: its create or start action failed", s.Name)}}}
+		case s.Status == hcloud.ServerStatusOff && !neverRan:
+			// Attach and power on only a server that provably never ran:
+			// one someone stopped or detached stays so, whatever its age.
+			stopped, err := p.createdStopped(ctx, s)
+			if err != nil {
+				return nil, fmt.Errorf("reading the action history of server %s: %w", s.Name, err)
+			}
+			if !stopped {
+				return nil, errNotResumable
+			}
+			neverRan = true
 		case s.Status == hcloud.ServerStatusOff && s.PrivateNetFor(set.refs.Network) == nil:
 			server := s
 			action, err := p.send(ctx, true, func(ctx context.Context) (*hcloud.Action, *hcloud.Response, error) {

@@ -38,13 +38,13 @@ func (e *env) addLeftover(pool string, status hcloud.ServerStatus, age time.Dura
 	return id
 }
 
-// addLeftoverWithHistory creates a server of a subnet pool through the
-// API as a create flow does (stopped, then attached to "net" with the
-// pool's range), so that its action history is a real one. Then, by
-// after: "ran" powers it on and off, as for a node someone stopped;
-// "reattach" detaches and attaches it again, actions that are no start.
-// The server is then age old, and off.
-func (e *env) addLeftoverWithHistory(pool, after string, age time.Duration) int64 {
+// addLeftoverWithHistory creates a server of the pool through the API, so
+// that its action history is a real one: stopped (as a subnet pool
+// creates them) or, with started, started at its create (as a pool
+// without a subnet range does); then each step: "attach" (to "net" with
+// the pool's range), "detach", "poweron", "poweroff". The server is then
+// age old, and off.
+func (e *env) addLeftoverWithHistory(pool string, started bool, age time.Duration, steps ...string) int64 {
 	e.t.Helper()
 	ctx := e.t.Context()
 	start := e.clock.Now()
@@ -52,39 +52,36 @@ func (e *env) addLeftoverWithHistory(pool, after string, age time.Duration) int6
 		Name: pool + "-0123456789abcdef", ServerType: &hcloud.ServerType{Name: "cx23"},
 		Image: &hcloud.Image{Name: "ubuntu-24.04"}, Location: &hcloud.Location{Name: "fsn1"},
 		Labels:           map[string]string{config.LabelNodeGroup: pool, config.LabelCluster: testCluster},
-		StartAfterCreate: hcloud.Ptr(false),
+		StartAfterCreate: hcloud.Ptr(started),
 	})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	srv := res.Server
 	e.actionDone(res.Action)
-	attach := func() {
-		a, _, err := e.client.Server.AttachToNetwork(ctx, srv, hcloud.ServerAttachToNetworkOpts{
-			Network: &hcloud.Network{ID: e.networkID()}, IPRange: prefixToIPNet(mustPrefix("10.0.1.0/24")),
-		})
-		if err != nil {
-			e.t.Fatal(err)
-		}
+	for _, a := range res.NextActions {
 		e.actionDone(a)
 	}
-	attach()
-	switch after {
-	case "reattach":
-		a, _, err := e.client.Server.DetachFromNetwork(ctx, srv, hcloud.ServerDetachFromNetworkOpts{Network: &hcloud.Network{ID: e.networkID()}})
+	for _, step := range steps {
+		var a *hcloud.Action
+		switch step {
+		case "attach":
+			a, _, err = e.client.Server.AttachToNetwork(ctx, srv, hcloud.ServerAttachToNetworkOpts{
+				Network: &hcloud.Network{ID: e.networkID()}, IPRange: prefixToIPNet(mustPrefix("10.0.1.0/24")),
+			})
+		case "detach":
+			a, _, err = e.client.Server.DetachFromNetwork(ctx, srv, hcloud.ServerDetachFromNetworkOpts{Network: &hcloud.Network{ID: e.networkID()}})
+		case "poweron":
+			a, _, err = e.client.Server.Poweron(ctx, srv)
+		case "poweroff":
+			a, _, err = e.client.Server.Poweroff(ctx, srv)
+		default:
+			e.t.Fatalf("unknown step %q", step)
+		}
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		e.actionDone(a)
-		attach()
-	case "ran":
-		for _, power := range []func(context.Context, *hcloud.Server) (*hcloud.Action, *hcloud.Response, error){e.client.Server.Poweron, e.client.Server.Poweroff} {
-			a, _, err := power(ctx, srv)
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			e.actionDone(a)
-		}
 	}
 	if s, _ := e.fake.ServerByID(srv.ID); s.Status != hcloud.ServerStatusOff {
 		e.t.Fatalf("server %d is %s; want off", srv.ID, s.Status)
@@ -120,8 +117,10 @@ func (e *env) networkID() int64 {
 }
 
 // TestResume starts a new pool over servers that create flows left at each
-// step, by this version or an older one, and checks which ones it
-// finishes, with which requests, and that it never deletes one.
+// step, by this version or an older one, and over servers someone stopped
+// or detached, and checks which ones it finishes, with which requests, and
+// that it never deletes one. Only a server whose action history proves
+// that it never ran is attached or powered on, whatever its age.
 func TestResume(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -131,9 +130,11 @@ func TestResume(t *testing.T) {
 		// attached adds the server to the pool's network already.
 		attached bool
 		// history creates it through the API, with a real action
-		// history, and then does after (see addLeftoverWithHistory).
+		// history (started at its create with started), and then runs
+		// steps (see addLeftoverWithHistory).
 		history bool
-		after   string
+		started bool
+		steps   []string
 		// resumed says Resume must take the server over (looked says
 		// it must look it up, and may leave it); want is the status it
 		// must end in.
@@ -142,18 +143,30 @@ func TestResume(t *testing.T) {
 		// attach and poweron are the requests the flow must send.
 		attach, poweron int
 	}{
-		{name: "subnet: created stopped, not attached", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute,
-			resumed: true, want: hcloud.ServerStatusRunning, attach: 1, poweron: 1},
-		{name: "subnet: created stopped, not attached, older than the creation timeout", subnet: true, status: hcloud.ServerStatusOff, age: time.Hour,
-			resumed: true, want: hcloud.ServerStatusRunning, attach: 1, poweron: 1},
-		{name: "subnet: attached, still off", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
-			history: true, resumed: true, want: hcloud.ServerStatusRunning, poweron: 1},
-		{name: "subnet: attached, off, young, but it ran: stopped by someone", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
-			history: true, after: "ran", looked: true, want: hcloud.ServerStatusOff},
-		{name: "subnet: attached, off, young, other actions than a start in its history", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
-			history: true, after: "reattach", resumed: true, want: hcloud.ServerStatusRunning, poweron: 1},
-		{name: "subnet: attached, off, young, an empty history", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
-			resumed: true, want: hcloud.ServerStatusRunning, poweron: 1},
+		{name: "subnet: created stopped, not attached", subnet: true, age: time.Minute,
+			history: true, resumed: true, want: hcloud.ServerStatusRunning, attach: 1, poweron: 1},
+		{name: "subnet: created stopped, not attached, a day old", subnet: true, age: 24 * time.Hour,
+			history: true, resumed: true, want: hcloud.ServerStatusRunning, attach: 1, poweron: 1},
+		{name: "subnet: attached, still off", subnet: true, age: time.Minute,
+			history: true, steps: []string{"attach"}, resumed: true, want: hcloud.ServerStatusRunning, poweron: 1},
+		{name: "subnet: attached, still off, a day old", subnet: true, age: 24 * time.Hour,
+			history: true, steps: []string{"attach"}, resumed: true, want: hcloud.ServerStatusRunning, poweron: 1},
+		{name: "subnet: attached, off, young, but it ran: stopped by someone", subnet: true, age: time.Minute,
+			history: true, steps: []string{"attach", "poweron", "poweroff"}, looked: true, want: hcloud.ServerStatusOff},
+		{name: "subnet: it ran, then someone stopped and detached it (isolated)", subnet: true, age: time.Minute,
+			history: true, steps: []string{"attach", "poweron", "poweroff", "detach"}, looked: true, want: hcloud.ServerStatusOff},
+		{name: "subnet: it ran, then someone stopped and detached it, a day old", subnet: true, age: 24 * time.Hour,
+			history: true, steps: []string{"attach", "poweron", "poweroff", "detach"}, looked: true, want: hcloud.ServerStatusOff},
+		{name: "subnet: never ran, but someone detached it", subnet: true, age: time.Minute,
+			history: true, steps: []string{"attach", "detach"}, looked: true, want: hcloud.ServerStatusOff},
+		{name: "subnet: detached and attached again by someone", subnet: true, age: time.Minute,
+			history: true, steps: []string{"attach", "detach", "attach"}, looked: true, want: hcloud.ServerStatusOff},
+		{name: "subnet: created started (by the pool before it had a range), stopped by someone", subnet: true, age: time.Minute,
+			history: true, started: true, steps: []string{"poweroff"}, looked: true, want: hcloud.ServerStatusOff},
+		{name: "subnet: attached, off, young, no history", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute, attached: true,
+			looked: true, want: hcloud.ServerStatusOff},
+		{name: "subnet: not attached, off, young, no history", subnet: true, status: hcloud.ServerStatusOff, age: time.Minute,
+			looked: true, want: hcloud.ServerStatusOff},
 		{name: "subnet: attached and off for an hour: stopped by someone", subnet: true, status: hcloud.ServerStatusOff, age: time.Hour, attached: true,
 			looked: true, want: hcloud.ServerStatusOff},
 		{name: "subnet: running", subnet: true, status: hcloud.ServerStatusRunning, age: time.Minute, attached: true,
@@ -177,7 +190,7 @@ func TestResume(t *testing.T) {
 			}
 			var id int64
 			if tc.history {
-				id = e.addLeftoverWithHistory("workers", tc.after, tc.age)
+				id = e.addLeftoverWithHistory("workers", tc.started, tc.age, tc.steps...)
 			} else {
 				id = e.addLeftover("workers", tc.status, tc.age, nets...)
 			}
@@ -218,7 +231,7 @@ func TestResume(t *testing.T) {
 			if got := e.fake.Count("DELETE /servers/{id}"); got != 0 {
 				t.Errorf("%d delete requests; want none", got)
 			}
-			if tc.subnet && tc.resumed && !tc.attached {
+			if tc.attach > 0 {
 				if len(s.Networks) != 1 {
 					t.Errorf("server networks %v; want the pool's", s.Networks)
 				}
@@ -494,5 +507,61 @@ func TestResumedFlowKeepsANodeThatRan(t *testing.T) {
 	}
 	if st := p.Status(); st.Target != 1 || st.PendingClaims != 0 || st.Failed != 0 {
 		t.Errorf("Status() = %+v; want target 1, no claim, nothing failed", st)
+	}
+}
+
+// TestReconfigureToASubnetRangeChangesNoServer: a reload gives a pool a
+// subnet range, so Resume looks at its stopped servers that are not on the
+// network. None of them is a create flow of a subnet pool: one ran and was
+// stopped by someone, one was created started and its start failed. Neither
+// is attached or powered on: Reconfigure changes no server that exists.
+func TestReconfigureToASubnetRangeChangesNoServer(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.addReferences()
+	ran := e.addLeftoverWithHistory("workers", true, time.Minute, "poweroff")
+
+	e.fake.FailAction("start_server", "", "")
+	res, _, err := e.client.Server.Create(t.Context(), hcloud.ServerCreateOpts{
+		Name: "workers-00000000000000ff", ServerType: &hcloud.ServerType{Name: "cx23"},
+		Image: &hcloud.Image{Name: "ubuntu-24.04"}, Location: &hcloud.Location{Name: "fsn1"},
+		Labels: map[string]string{config.LabelNodeGroup: "workers", config.LabelCluster: testCluster},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedStart := res.Server.ID
+	e.eventually("the start to fail", time.Second, func() bool {
+		s, _ := e.fake.ServerByID(failedStart)
+		return s.Status == hcloud.ServerStatusOff
+	})
+
+	p := e.newPool(poolConfig("workers", 0, 5))
+	if _, err := e.cache.Get(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Resume(); got != 0 {
+		t.Fatalf("Resume() before the reload = %d; want 0", got)
+	}
+	cfg := subnetPoolConfig("workers")
+	if err := p.Reconfigure(cfg, e.deps(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.ResetCounts()
+	p.Resume()
+	e.settle(p)
+
+	for _, id := range []int64{ran, failedStart} {
+		s, ok := e.fake.ServerByID(id)
+		if !ok || s.Status != hcloud.ServerStatusOff || len(s.Networks) != 0 {
+			t.Errorf("server %d after the reload = %+v, %v; want it left off and not attached", id, s, ok)
+		}
+	}
+	for _, req := range []string{"POST /servers/{id}/actions/attach_to_network", "POST /servers/{id}/actions/poweron", "DELETE /servers/{id}"} {
+		if got := e.fake.Count(req); got != 0 {
+			t.Errorf("%s = %d after the reload; want none", req, got)
+		}
+	}
+	if got := p.TargetSize(); got != 2 {
+		t.Errorf("TargetSize() = %d; want 2", got)
 	}
 }
