@@ -12,6 +12,8 @@ import (
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
+
+	"github.com/hcloudscale/hcloudscale/servercache"
 )
 
 // claimPhase is where a claim's create flow is.
@@ -65,7 +67,8 @@ func newServerName(pool string) string {
 }
 
 // IncreaseSize asks for n more servers. It checks the bounds under the
-// pool's lock, records n claims and returns: the servers are created in the
+// pool's lock (the max counts deletes in flight until their actions have
+// succeeded: see the package documentation), records n claims and returns: the servers are created in the
 // background, and the claims count in TargetSize and appear in Instances
 // at once. It makes no API call (except a first server listing if the
 // cache never had one).
@@ -122,9 +125,14 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, ErrRemoved)
 	}
-	target := p.targetLocked(p.viewLocked())
-	if target+n > set.cfg.MaxSize {
+	snap := p.viewLocked()
+	target := p.targetLocked(snap)
+	if deleting := p.deletesInFlightLocked(snap); target+deleting+n > set.cfg.MaxSize {
 		p.mu.Unlock()
+		if deleting > 0 {
+			return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d while %d deletes are in flight (a server counts until its delete action succeeds)",
+				p.cfg.Name, ErrAboveMax, target, n, set.cfg.MaxSize, deleting)
+		}
 		return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d", p.cfg.Name, ErrAboveMax, target, n, set.cfg.MaxSize)
 	}
 	now := p.now()
@@ -227,4 +235,28 @@ func (p *Pool) cancelClaimLocked(c *claim) {
 	if c.cancel != nil {
 		c.cancel()
 	}
+}
+
+// deletesInFlightLocked counts the servers that have left the target to
+// be deleted but may still exist: servers being deleted (by us, until
+// their delete action succeeds, or listed as deleting) and cancelled
+// claims whose create was sent (their flow deletes the server). The max
+// check counts them: a delete action that fails makes its server count
+// again, and a slot it freed for a new claim would take the pool above
+// max. snap must come from viewLocked under the same hold of p.mu.
+func (p *Pool) deletesInFlightLocked(snap *servercache.Snapshot) int {
+	n := 0
+	if snap != nil {
+		for _, s := range snap.Pool(p.cfg.Name) {
+			if _, owned := p.claims[s.Name]; !owned && p.deletingLocked(s) {
+				n++
+			}
+		}
+	}
+	for _, c := range p.claims {
+		if c.cancelled && c.phase == claimCreating {
+			n++
+		}
+	}
+	return n
 }

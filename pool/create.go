@@ -556,8 +556,11 @@ func (p *Pool) cleanup(taskCtx context.Context, server *hcloud.Server, log *zap.
 		return true, err
 	})
 	if err != nil {
-		log.Error("could not delete server of a failed create flow; it keeps the pool's labels and shows up in the next listing",
+		log.Error("could not delete server of a failed create flow; it keeps the pool's labels and counts as the pool's server",
 			zap.Int64("server_id", server.ID), zap.Error(err))
+		// It counts from now on, not from the next listing: the max
+		// check must see it. The next listing has its status.
+		p.deps.Cache.Upsert(servercache.FromHCloud(server))
 	}
 }
 

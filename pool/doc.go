@@ -278,6 +278,18 @@
 // sent fails and changes nothing.
 // [Pool.ForceDeleteInstances] skips the min-size check.
 //
+// A server being deleted leaves the target at once (as the autoscaler
+// expects after DeleteNodes, and as its built-in provider does) but holds
+// its slot under max until its delete action succeeds: the max check of
+// IncreaseSize and AtomicIncreaseSize counts the target plus the deletes
+// in flight (servers we delete, servers listed as deleting, cancelled
+// claims whose create was sent), since a delete action that fails makes
+// its server count again. A scale-up of a pool at max in the seconds
+// while a delete runs fails with [ErrAboveMax] (the autoscaler backs the
+// group off and tries another), rather than ending above max. The server
+// of a failed create flow whose delete fails counts as the pool's at once,
+// not from the next listing.
+//
 // [Pool.DecreaseTargetSize] removes claims that have no server (queued
 // ones first, then placeholders) and never drops the target below the
 // servers that exist. A larger request is clamped: it removes what it can
