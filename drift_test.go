@@ -57,3 +57,41 @@ func TestDriftMetric(t *testing.T) {
 		t.Errorf("%d delete requests; drift replaces nothing", n)
 	}
 }
+
+// TestDriftMetricDuringAScaleUp: a subnet pool's new server is off and not
+// on the network until its flow attaches it. A Refresh in between counts it
+// in no drift reason: the drift alert does not fire during every scale-up.
+func TestDriftMetricDuringAScaleUp(t *testing.T) {
+	p := newProject(t, fastActions())
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	c := newCluster(t, p.load(t, healthyClusterConfig(), nil, healthyNodes), hcloudscale.WithRegisterer(reg), hcloudscale.WithListTTL(time.Millisecond))
+	attach := p.api.HoldRequest("POST /servers/{id}/actions/attach_to_network", 1)
+	defer attach.Release()
+	if err := c.Pool("workers").IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-attach.Arrived():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no attach request")
+	}
+	// A listing now, and the Refresh that computes drift from it.
+	if err := c.RefreshNow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if servers, _ := p.api.Servers("hcloud/node-group=workers"); len(servers) != 1 || len(servers[0].Networks) != 0 {
+		t.Fatalf("servers of the pool = %+v; want one, not on the network yet", servers)
+	}
+	if m := gatherText(t, reg); strings.Contains(m, "hcloudscale_pool_drifted_servers{") {
+		t.Errorf("drift while the server is being created:\n%s", m)
+	}
+	attach.Release()
+	waitSettled(t, c, p)
+	if m := gatherText(t, reg); strings.Contains(m, "hcloudscale_pool_drifted_servers{") {
+		t.Errorf("drift after the server runs:\n%s", m)
+	}
+}

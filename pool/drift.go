@@ -65,7 +65,7 @@ func (d *Drift) add(r DriftReason, format string, args ...any) {
 }
 
 // Drift compares each listed server of the pool that is not being deleted
-// with what the pool's current settings would create: server type,
+// and not in a create flow (a claim's server, or one initializing) with what the pool's current settings would create: server type,
 // location, image (as resolved now for the server's architecture),
 // placement group, network, firewalls, the configured server labels and,
 // by the hash recorded at create, the user data rendered for the server.
@@ -86,7 +86,7 @@ func (p *Pool) Drift(ctx context.Context) ([]Drift, error) {
 	var servers []*servercache.Server
 	if snap != nil {
 		for _, s := range snap.Pool(p.cfg.Name) {
-			if !p.deletingLocked(s) {
+			if !p.deletingLocked(s) && !p.creatingLocked(s) {
 				servers = append(servers, s)
 			}
 		}
@@ -177,6 +177,18 @@ func (p *Pool) Drift(ctx context.Context) ([]Drift, error) {
 	}
 	slices.SortFunc(out, func(a, b Drift) int { return int(a.ServerID - b.ServerID) })
 	return out, errors.Join(errs...)
+}
+
+// creatingLocked reports a server in a create flow: one a claim of this
+// pool owns (a create or resumed flow runs on it), or one still
+// initializing. Such a server is not built yet (a subnet pool's server is
+// off and not on the network until its flow attaches it), so it is no
+// drift. p.mu must be held.
+func (p *Pool) creatingLocked(s *servercache.Server) bool {
+	if c, owned := p.claims[s.Name]; owned && c.phase == claimCreating {
+		return true
+	}
+	return s.Status == hcloud.ServerStatusInitializing
 }
 
 func idOf(pg *hcloud.PlacementGroup) int64 {

@@ -2,7 +2,9 @@ package pool
 
 import (
 	"regexp"
+	"slices"
 	"testing"
+	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
@@ -126,5 +128,66 @@ func TestDriftUserDataUnknownAndTemplates(t *testing.T) {
 	}
 	if len(drift) != 1 || drift[0].ServerID != old || !drift[0].UserDataUnknown || drift[0].Drifted() {
 		t.Errorf("Drift = %+v; want only the server without a hash, unknown and not drifted", drift)
+	}
+}
+
+// TestDriftLeavesOutServersInACreateFlow: a subnet pool's server is off
+// and not on the network between its create and its attach. Listed then,
+// it is not drift (no "network" reason while every scale-up runs); once it
+// runs attached, a change of the pool's network is.
+func TestDriftLeavesOutServersInACreateFlow(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.addReferences()
+	ctx := t.Context()
+	p := e.newPool(subnetPoolConfig("workers"))
+	attach := e.fake.HoldRequest("POST /servers/{id}/actions/attach_to_network", 1)
+	defer attach.Release()
+	if err := p.IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the attach request", 100*time.Millisecond, func() bool {
+		select {
+		case <-attach.Arrived():
+			return true
+		default:
+			return false
+		}
+	})
+	if _, err := e.cache.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	listed := e.cache.Current().Pool("workers")
+	if len(listed) != 1 || listed[0].Status != hcloud.ServerStatusOff || len(listed[0].NetworkIDs) != 0 {
+		t.Fatalf("listed servers = %+v; want one off, not on the network", *listed[0])
+	}
+	drift, err := p.Drift(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range drift {
+		if d.Drifted() {
+			t.Errorf("Drift() during the create flow = %+v; want no drift", d)
+		}
+	}
+
+	attach.Release()
+	e.settle(p)
+	if drift, err := p.Drift(ctx); err != nil || len(drift) != 0 {
+		t.Errorf("Drift() of the running server = %+v, %v; want none", drift, err)
+	}
+	if _, err := e.fake.AddNetwork(hcloudtest.Network{
+		Name: "net2", IPRange: "10.1.0.0/16", Subnets: []hcloudtest.Subnet{{IPRange: "10.1.1.0/24"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := subnetPoolConfig("workers")
+	cfg.Network = "net2"
+	cfg.SubnetIPRange = mustPrefix("10.1.1.0/24")
+	if err := p.Reconfigure(cfg, e.deps(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	drift, err = p.Drift(ctx)
+	if err != nil || len(drift) != 1 || !slices.Contains(drift[0].Reasons, DriftNetwork) {
+		t.Errorf("Drift() after the network changed = %+v, %v; want the server drifted on network", drift, err)
 	}
 }
