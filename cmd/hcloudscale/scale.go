@@ -44,6 +44,8 @@ the API no longer shows, "notDeleted" those it still shows (being deleted, or ke
 failed delete).
 
 Do not scale a pool by hand while an autoscaler manages it: the autoscaler may undo it.
+scale finishes the unfinished create flows of POOL only; those of other pools are left to
+the autoscaler (or serve) that may be running.
 
 Shrinking prints the servers it deletes before deleting them. Only the pool's servers are
 in scope: with a cluster name, those labelled with it; without one, those without any
@@ -112,10 +114,13 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		return usageError(stderr, "scale", err)
 	}
 
-	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log))
+	// Only the scaled pool's unfinished create flows are finished: an
+	// autoscaler may be running and own the other pools' flows.
+	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithoutResume())
 	if err != nil {
 		return reportConfigError(stderr, "scale", "checking the configuration against the API", err)
 	}
+	c.Pool(name).Resume()
 	progress := stdout
 	if *output == outputJSON {
 		progress = stderr
@@ -314,9 +319,9 @@ func (s *scaler) interrupted(n int) error {
 		if p.Config().SubnetIPRange.IsValid() {
 			fmt.Fprintf(&b, "\nthe pool has a subnet range: its servers are created stopped and hcloudscale attaches them to the network and powers them on, "+
 				"so these stay off and unattached (and are paid for) until a command that manages the pool finishes them: "+
-				"run \"hcloudscale scale %s %d\" again (or serve) to finish them, within %s of their creation for one that was attached already "+
-				"(an older attached, stopped server is left alone), or \"hcloudscale cleanup --yes\" to delete the pool's servers",
-				p.Name(), n, s.cluster.Config().CreationTimeout)
+				"run \"hcloudscale scale %s %d\" again (or serve) to finish them (one whose action history shows that someone started, stopped "+
+				"or detached it is left alone), or \"hcloudscale cleanup --yes\" to delete the pool's servers",
+				p.Name(), n)
 		} else {
 			fmt.Fprintf(&b, "\nHetzner finishes them; they carry the pool's labels, so the next \"hcloudscale scale %s\" or the autoscaler counts them", p.Name())
 		}

@@ -315,7 +315,7 @@ func TestScaleInterrupted(t *testing.T) {
 		r := interruptWhen(t, p.env(t, nil), func() bool { return len(serversOf(t, p, "workers")) == 1 },
 			append([]string{"workers", "1"}, exampleNodes...)...)
 		for _, want := range []string{"1 server still being created at Hetzner: workers-",
-			`these stay off and unattached (and are paid for) until a command that manages the pool finishes them: run "hcloudscale scale workers 1" again (or serve) to finish them, within 5m0s of their creation`,
+			`these stay off and unattached (and are paid for) until a command that manages the pool finishes them: run "hcloudscale scale workers 1" again (or serve) to finish them (one whose action history shows`,
 			`or "hcloudscale cleanup --yes" to delete the pool's servers`} {
 			if !strings.Contains(r.stderr, want) {
 				t.Errorf("interrupted scale of a subnet pool: stderr lacks %q:\n%s", want, r.stderr)
@@ -342,5 +342,44 @@ func TestScaleJSONDeletedAreGone(t *testing.T) {
 	}
 	if len(res.Deleted) != 1 || slices.Contains(res.Deleted, left[0].Name) || !slices.Equal(res.NotDeleted, []string{left[0].Name}) {
 		t.Errorf("scale workers 0: deleted %v, notDeleted %v; want the gone server deleted and %s not; stderr:\n%s", res.Deleted, res.NotDeleted, left[0].Name, r.stderr)
+	}
+}
+
+// TestScaleResumesOnlyItsPool: a create flow of another pool is left
+// unfinished (created stopped, not attached: an autoscaler may be finishing
+// it). Scaling workers finishes the workers pool's own unfinished flow and
+// leaves the other pool's server as it is.
+func TestScaleResumesOnlyItsPool(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t, hcloudtest.WithDefaultActionDuration(0))
+	client := p.api.Client()
+	leftover := func(pool, serverType, location string) int64 {
+		t.Helper()
+		res, _, err := client.Server.Create(t.Context(), hcloud.ServerCreateOpts{
+			Name: pool + "-0123456789abcdef", ServerType: &hcloud.ServerType{Name: serverType},
+			Image: &hcloud.Image{Name: "ubuntu-24.04"}, Location: &hcloud.Location{Name: location},
+			Labels:           map[string]string{config.LabelNodeGroup: pool, config.LabelCluster: "prod"},
+			StartAfterCreate: hcloud.Ptr(false),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Server.ID
+	}
+	other := leftover("arm-batch", "cax21", "nbg1")
+	own := leftover("workers", "cpx31", "fsn1")
+
+	r := runCmd(t, runScale, p.env(t, nil), append([]string{"workers", "1"}, exampleNodes...)...)
+	if r.code != exitOK {
+		t.Fatalf("scale workers 1 = %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
+	}
+	if s, ok := p.api.ServerByID(own); !ok || s.Status != hcloud.ServerStatusRunning || len(s.Networks) != 1 {
+		t.Errorf("the workers pool's unfinished server = %+v, %v; want it attached and running", s, ok)
+	}
+	if s, ok := p.api.ServerByID(other); !ok || s.Status != hcloud.ServerStatusOff || len(s.Networks) != 0 {
+		t.Errorf("the arm-batch pool's unfinished server = %+v, %v; want it left off and not attached", s, ok)
+	}
+	if got := p.api.Count("POST /servers"); got != 2 {
+		t.Errorf("POST /servers = %d; want only the two leftovers' creates", got)
 	}
 }
