@@ -37,7 +37,7 @@
 // # Config changes
 //
 // One rule, whatever the pool had before: what the pool's config gains
-// reaches the nodes already labelled (at the first resync after a
+// (but a NoExecute taint; see below) reaches the nodes already labelled (at the first resync after a
 // restart with the new config), and what the labeller handled before is
 // not added again, so a label or taint someone removes by hand stays
 // removed. A pool that had no labels and taints is no exception: its
@@ -51,10 +51,22 @@
 // again, all of it. A node that re-registers (deleted and created by its
 // kubelet) has no annotation and is labelled again.
 //
+// A NoExecute taint is the exception: it evicts at once every pod of the
+// node that does not tolerate it, so the labeller adds it only at a
+// node's first labelling (no [Annotation]) while the node is not Ready.
+// Such a node runs no workload: until it is Ready the node lifecycle
+// controller keeps node.kubernetes.io/not-ready:NoSchedule on it, and the
+// scheduler places only pods that tolerate that (DaemonSet pods, which
+// the pool's taint is meant to govern as well). A node labelled before,
+// or Ready when first seen, already runs: the NoExecute taint is not
+// added, it is recorded as handled (resyncs do not come back to it), and
+// a warning names it. Such a taint reaches running nodes only by their
+// replacement.
+//
 // Taints added after registration can come too late for pods already
 // scheduled; a NoSchedule taint is best registered by the kubelet
 // (cloudinit's .KubeletFlags and friends), which the labeller then finds
-// present.
+// present, and so is a NoExecute taint that must be on every node.
 //
 // # When
 //

@@ -337,7 +337,10 @@ func (l *Labeller) label(ctx context.Context, lister corelisters.NodeLister, nam
 	// was removed by hand stays removed. A label or taint the node has
 	// with another value is the node's: kept, and logged.
 	doneLabels, doneTaints := recorded(node)
-	var added, kept, taints, keptTaints []string
+	// A NoExecute taint evicts the pods that do not tolerate it at once:
+	// it is added only at a node's first labelling, before workloads land.
+	first := doneLabels == nil && !ready(node)
+	var added, kept []string
 	for _, k := range slices.Sorted(maps.Keys(cfg.Labels)) {
 		if doneLabels[k] {
 			continue
@@ -351,19 +354,7 @@ func (l *Labeller) label(ctx context.Context, lister corelisters.NodeLister, nam
 			kept = append(kept, k)
 		}
 	}
-	for _, t := range cfg.Taints {
-		if doneTaints[taintKey(t)] {
-			continue
-		}
-		i := slices.IndexFunc(node.Spec.Taints, func(n corev1.Taint) bool { return n.Key == t.Key && n.Effect == t.Effect })
-		switch {
-		case i < 0:
-			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
-			taints = append(taints, t.ToString())
-		case node.Spec.Taints[i].Value != t.Value:
-			keptTaints = append(keptTaints, node.Spec.Taints[i].ToString())
-		}
-	}
+	taints, keptTaints, runningTaints := addTaints(node, cfg.Taints, doneTaints, first)
 	record, err := json.Marshal(configured(cfg))
 	if err != nil {
 		return err
@@ -384,5 +375,48 @@ func (l *Labeller) label(ctx context.Context, lister corelisters.NodeLister, nam
 		fields = append(fields, zap.Strings("kept_taints", keptTaints))
 	}
 	l.log.Info("node labelled", fields...)
+	if len(runningTaints) > 0 {
+		l.log.Warn("NoExecute taints of the pool not added to a node that already runs: they would evict its pods at once; "+
+			"the node gets them when it is replaced", zap.String("node", name), zap.String("pool", cfg.Name), zap.Strings("taints", runningTaints))
+	}
 	return nil
+}
+
+// addTaints adds to node the taints of the pool it lacks and has not
+// handled (done), but a NoExecute one unless this is the node's first
+// labelling before it runs (first). It returns the taints added, the
+// node's own taints kept (same key and effect, another value) and the
+// NoExecute taints left out because the node runs.
+func addTaints(node *corev1.Node, want []corev1.Taint, done map[string]bool, first bool) (added, kept, running []string) {
+	for _, t := range want {
+		if done[taintKey(t)] {
+			continue
+		}
+		i := slices.IndexFunc(node.Spec.Taints, func(n corev1.Taint) bool { return n.Key == t.Key && n.Effect == t.Effect })
+		switch {
+		case i < 0 && t.Effect == corev1.TaintEffectNoExecute && !first:
+			running = append(running, t.ToString())
+		case i < 0:
+			node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+			added = append(added, t.ToString())
+		case node.Spec.Taints[i].Value != t.Value:
+			kept = append(kept, node.Spec.Taints[i].ToString())
+		}
+	}
+	return added, kept, running
+}
+
+// ready reports whether a node's Ready condition is True. A node that has
+// not been Ready since it registered runs no workload: the node lifecycle
+// controller keeps the node.kubernetes.io/not-ready:NoSchedule taint on it
+// and the scheduler places no pod there but those that tolerate that
+// taint (DaemonSet pods), which a taint of the pool is meant to keep off
+// as well.
+func ready(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -459,5 +460,88 @@ func TestConfigChangeReachesLabelledNodes(t *testing.T) {
 	resyncs(clk, 3, resync)
 	if diff := cmp.Diff(map[string]int{"gpu-1": 1, "gpu-2": 1}, updates(client)); diff != "" {
 		t.Errorf("node updates (-want +got):\n%s", diff)
+	}
+}
+
+// TestNoExecuteOnlyBeforeANodeRuns: pool gpu asks for a NoExecute taint.
+// A node that registered and is not Ready yet (no workload can have landed)
+// gets it at its first labelling. A node that is Ready when first labelled,
+// and one labelled before (its pods may run), get the pool's labels and
+// other taints but not the NoExecute one, which would evict their pods at
+// once; it is recorded as handled, so resyncs do not come back to it, and
+// a warning names it.
+func TestNoExecuteOnlyBeforeANodeRuns(t *testing.T) {
+	w := newWorld(t)
+	w.addServer(t, "gpu-2", map[string]string{config.LabelNodeGroup: "gpu", config.LabelCluster: "prod"})
+	w.addServer(t, "gpu-3", map[string]string{config.LabelNodeGroup: "gpu", config.LabelCluster: "prod"})
+	c := w.newCluster(t, map[string]any{
+		"cloudInit": "#cloud-config\n",
+		"labels":    map[string]string{"workload": "gpu"},
+		"taints": []map[string]string{
+			{"key": "gpu", "value": "true", "effect": "NoSchedule"},
+			{"key": "dedicated", "value": "gpu", "effect": "NoExecute"},
+		},
+	})
+	readyNode := func(n *corev1.Node, status corev1.ConditionStatus) *corev1.Node {
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}
+		return n
+	}
+	// Registered a moment ago: the kubelet reports it not ready yet.
+	fresh := readyNode(node("gpu-1", w.providerID("gpu-1"), nil), corev1.ConditionFalse)
+	// Ready, never labelled (the labeller was off, or its server was not
+	// listed yet): pods may run on it.
+	running := readyNode(node("gpu-2", w.providerID("gpu-2"), nil), corev1.ConditionTrue)
+	// Labelled when the pool had no NoExecute taint; not ready now (its
+	// kubelet restarts), but its pods are there.
+	labelled := readyNode(node("gpu-3", w.providerID("gpu-3"), map[string]string{"workload": "gpu"}, gpuTaint), corev1.ConditionUnknown)
+	labelled.Annotations = map[string]string{nodelabel.Annotation: "gpu", nodelabel.AppliedAnnotation: `{"labels":["workload"],"taints":["gpu:NoSchedule"]}`}
+	client := newClient(fresh, running, labelled)
+	core, logs := observer.New(zap.InfoLevel)
+	clk := run(t, client, c, nodelabel.WithLogger(zap.New(core)))
+
+	eventually(t, "the nodes labelled", func() bool {
+		u := updates(client)
+		return u["gpu-1"] == 1 && u["gpu-2"] == 1 && u["gpu-3"] == 1
+	})
+	noExecute := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoExecute}
+	wantTaints := map[string][]corev1.Taint{
+		"gpu-1": {gpuTaint, noExecute},
+		"gpu-2": {gpuTaint},
+		"gpu-3": {gpuTaint},
+	}
+	wantRecord := `{"labels":["workload"],"taints":["dedicated:NoExecute","gpu:NoSchedule"]}`
+	for name, want := range wantTaints {
+		got := getNode(t, client, name)
+		if diff := cmp.Diff(want, got.Spec.Taints); diff != "" {
+			t.Errorf("%s taints (-want +got):\n%s", name, diff)
+		}
+		if got.Labels["workload"] != "gpu" {
+			t.Errorf("%s labels = %v; want workload=gpu", name, got.Labels)
+		}
+		if rec := got.Annotations[nodelabel.AppliedAnnotation]; rec != wantRecord {
+			t.Errorf("%s %s = %s; want %s", name, nodelabel.AppliedAnnotation, rec, wantRecord)
+		}
+	}
+	var warned []string
+	for _, e := range logs.FilterLevelExact(zap.WarnLevel).All() {
+		warned = append(warned, e.ContextMap()["node"].(string))
+	}
+	if diff := cmp.Diff([]string{"gpu-2", "gpu-3"}, warned, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("nodes warned about (-want +got):\n%s", diff)
+	}
+
+	// Handled: resyncs add nothing, not even once gpu-3 is Ready again.
+	n := getNode(t, client, "gpu-3")
+	readyNode(n, corev1.ConditionTrue)
+	if _, err := client.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := updates(client) // with the status update above
+	resyncs(clk, 3, resync)
+	if diff := cmp.Diff(before, updates(client)); diff != "" {
+		t.Errorf("node updates (-want +got):\n%s", diff)
+	}
+	if got := getNode(t, client, "gpu-3").Spec.Taints; !cmp.Equal([]corev1.Taint{gpuTaint}, got) {
+		t.Errorf("gpu-3 taints once Ready = %v; want only %v", got, gpuTaint)
 	}
 }
