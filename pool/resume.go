@@ -250,26 +250,8 @@ func (p *Pool) finishCreate(ctx context.Context, set *settings, s *hcloud.Server
 			}
 			neverRan = true
 		case s.Status == hcloud.ServerStatusOff && s.PrivateNetFor(set.refs.Network) == nil:
-			server := s
-			action, err := p.send(ctx, true, func(ctx context.Context) (*hcloud.Action, *hcloud.Response, error) {
-				return p.deps.Servers.AttachToNetwork(ctx, server, hcloud.ServerAttachToNetworkOpts{
-					Network: set.refs.Network,
-					IPRange: prefixToIPNet(set.cfg.SubnetIPRange),
-				})
-			})
-			switch {
-			case err == nil:
-				if err := p.deps.Waiter.Wait(ctx, action); err != nil {
-					return nil, &stepError{"attach to network", err}
-				}
-				log.Debug("server attached to network", zap.Int64("network", set.refs.Network.ID))
-			case hcloud.IsError(err, hcloud.ErrorCodeServerAlreadyAttached, hcloud.ErrorCodeLocked):
-				// Another process attached it, or is acting on it.
-			default:
-				return nil, &stepError{"attach to network", err}
-			}
-			if s, err = p.getServer(ctx, s.ID); err != nil {
-				return nil, &stepError{"attach to network", err}
+			if s, err = p.attachStep(ctx, set, s, log); err != nil {
+				return nil, err
 			}
 		case s.Status == hcloud.ServerStatusOff:
 			server := s
@@ -298,6 +280,34 @@ func (p *Pool) finishCreate(ctx context.Context, set *settings, s *hcloud.Server
 		}
 	}
 	return nil, &stepError{"resume create", fmt.Errorf("server %s is still %s after %d steps", s.Name, s.Status, resumeSteps)}
+}
+
+// attachStep attaches a stopped server of a subnet pool to the pool's
+// network with its range, tolerating another process doing the same, and
+// looks the server up again.
+func (p *Pool) attachStep(ctx context.Context, set *settings, s *hcloud.Server, log *zap.Logger) (*hcloud.Server, error) {
+	action, err := p.send(ctx, true, func(ctx context.Context) (*hcloud.Action, *hcloud.Response, error) {
+		return p.deps.Servers.AttachToNetwork(ctx, s, hcloud.ServerAttachToNetworkOpts{
+			Network: set.refs.Network,
+			IPRange: prefixToIPNet(set.cfg.SubnetIPRange),
+		})
+	})
+	switch {
+	case err == nil:
+		if err := p.deps.Waiter.Wait(ctx, action); err != nil {
+			return nil, &stepError{"attach to network", err}
+		}
+		log.Debug("server attached to network", zap.Int64("network", set.refs.Network.ID))
+	case hcloud.IsError(err, hcloud.ErrorCodeServerAlreadyAttached, hcloud.ErrorCodeLocked):
+		// Another process attached it, or is acting on it.
+	default:
+		return nil, &stepError{"attach to network", err}
+	}
+	now, err := p.getServer(ctx, s.ID)
+	if err != nil {
+		return nil, &stepError{"attach to network", err}
+	}
+	return now, nil
 }
 
 // settledForResume reports a server that no action is changing.
