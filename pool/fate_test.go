@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -171,15 +170,8 @@ func TestFailedCreateFlowKeepsWhatRan(t *testing.T) {
 //   - each pool's target counts every server left once, plus its
 //     placeholders, and no server carries error info.
 func TestFlowEndRuleUnderRandomInterleavings(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 27))
-	var rngMu sync.Mutex // guards rng
-	intn := func(n int) int {
-		rngMu.Lock()
-		defer rngMu.Unlock()
-		return rng.IntN(n)
-	}
+	il := newInterleavings(t, 27, 30*time.Millisecond)
+	intn, every, stop := il.intn, il.every, il.stop
 	dur := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(intn(int(hi-lo))) }
 
 	e := newEnv(t, envOptions{fake: []hcloudtest.Option{
@@ -202,22 +194,8 @@ func TestFlowEndRuleUnderRandomInterleavings(t *testing.T) {
 
 	var mu sync.Mutex // guards deletedByUs and resetting
 	deletedByUs := map[int64]bool{}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	every := func(what func()) {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Duration(1+intn(30)) * time.Millisecond):
-					what()
-				}
-			}
-		})
-	}
 	step := dur(5*time.Millisecond, 60*time.Millisecond)
-	wg.Go(func() { // the fake's time runs 5 to 60 times as fast as the wall's
+	il.wg.Go(func() { // the fake's time runs 5 to 60 times as fast as the wall's
 		for {
 			select {
 			case <-stop:
@@ -227,7 +205,7 @@ func TestFlowEndRuleUnderRandomInterleavings(t *testing.T) {
 			}
 		}
 	})
-	wg.Go(func() { // GET /actions down and up again, for short and long spells
+	il.wg.Go(func() { // GET /actions down and up again, for short and long spells
 		longest := dur(20*time.Millisecond, 800*time.Millisecond)
 		for down := intn(2) == 0; ; down = !down {
 			if down {
@@ -303,8 +281,7 @@ func TestFlowEndRuleUnderRandomInterleavings(t *testing.T) {
 		}
 	})
 	time.Sleep(dur(500*time.Millisecond, 1500*time.Millisecond))
-	close(stop)
-	wg.Wait()
+	il.halt()
 	endResets()
 
 	e.fake.SetEndpointOutage("GET /actions")

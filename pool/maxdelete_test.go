@@ -2,8 +2,6 @@ package pool
 
 import (
 	"errors"
-	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,15 +67,8 @@ func TestDeleteInFlightHoldsItsSlot(t *testing.T) {
 // invariant: the servers that exist in the API (whatever their status) are
 // never more than max, at any sample, and TargetSize never exceeds max.
 func TestMaxHoldsUnderDeletesAndScaleUps(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 6))
-	var rngMu sync.Mutex // guards rng
-	intn := func(n int) int {
-		rngMu.Lock()
-		defer rngMu.Unlock()
-		return rng.IntN(n)
-	}
+	il := newInterleavings(t, 6, 20*time.Millisecond)
+	intn, every := il.intn, il.every
 	const maxSize = 3
 	e := newEnv(t, envOptions{fake: []hcloudtest.Option{
 		hcloudtest.WithActionDuration("delete_server", time.Duration(1+intn(20))*time.Second),
@@ -85,20 +76,6 @@ func TestMaxHoldsUnderDeletesAndScaleUps(t *testing.T) {
 	}})
 	p := e.newPool(poolConfig("workers", 0, maxSize))
 	ctx := t.Context()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	every := func(what func()) {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Duration(1+intn(20)) * time.Millisecond):
-					what()
-				}
-			}
-		})
-	}
 	step := time.Duration(50+intn(500)) * time.Millisecond
 	every(func() { e.clock.Step(step) })
 	every(func() { _ = p.IncreaseSize(ctx, 1+intn(2)) })
@@ -122,8 +99,7 @@ func TestMaxHoldsUnderDeletesAndScaleUps(t *testing.T) {
 		}
 	})
 	time.Sleep(3 * time.Second)
-	close(stop)
-	wg.Wait()
+	il.halt()
 	e.settle(p)
 	if _, err := e.cache.Refresh(ctx); err != nil {
 		t.Fatal(err)
