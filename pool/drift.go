@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 
@@ -65,7 +66,7 @@ func (d *Drift) add(r DriftReason, format string, args ...any) {
 }
 
 // Drift compares each listed server of the pool that is not being deleted
-// and not in a create flow (a claim's server, or one initializing) with what the pool's current settings would create: server type,
+// and not in a create flow (see creatingLocked) with what the pool's current settings would create: server type,
 // location, image (as resolved now for the server's architecture),
 // placement group, network, firewalls, the configured server labels and,
 // by the hash recorded at create, the user data rendered for the server.
@@ -81,12 +82,13 @@ func (d *Drift) add(r DriftReason, format string, args ...any) {
 func (p *Pool) Drift(ctx context.Context) ([]Drift, error) {
 	set := p.current()
 	cfg := &set.cfg
+	now := p.now()
 	p.mu.Lock()
 	snap := p.viewLocked()
 	var servers []*servercache.Server
 	if snap != nil {
 		for _, s := range snap.Pool(p.cfg.Name) {
-			if !p.deletingLocked(s) && !p.creatingLocked(s) {
+			if !p.deletingLocked(s) && !p.creatingLocked(set, s, now) {
 				servers = append(servers, s)
 			}
 		}
@@ -180,15 +182,23 @@ func (p *Pool) Drift(ctx context.Context) ([]Drift, error) {
 }
 
 // creatingLocked reports a server in a create flow: one a claim of this
-// pool owns (a create or resumed flow runs on it), or one still
-// initializing. Such a server is not built yet (a subnet pool's server is
-// off and not on the network until its flow attaches it), so it is no
-// drift. p.mu must be held.
-func (p *Pool) creatingLocked(s *servercache.Server) bool {
+// pool owns (a create or resumed flow runs on it), one still
+// initializing, or, in a pool that creates its servers stopped, one that
+// is off, on no network and younger than the creation timeout (another
+// process's flow between its create and its attach: a standby replica or
+// the status command sees the leader's flows so). Such a server is not
+// built yet, so it is no drift. p.mu must be held.
+func (p *Pool) creatingLocked(set *settings, s *servercache.Server, now time.Time) bool {
 	if c, owned := p.claims[s.Name]; owned && c.phase == claimCreating {
 		return true
 	}
-	return s.Status == hcloud.ServerStatusInitializing
+	switch {
+	case s.Status == hcloud.ServerStatusInitializing:
+		return true
+	case set.stoppedCreates && s.Status == hcloud.ServerStatusOff && len(s.NetworkIDs) == 0:
+		return s.Created.IsZero() || now.Sub(s.Created) <= p.opts.creationTimeout
+	}
+	return false
 }
 
 func idOf(pg *hcloud.PlacementGroup) int64 {

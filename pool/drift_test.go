@@ -191,3 +191,33 @@ func TestDriftLeavesOutServersInACreateFlow(t *testing.T) {
 		t.Errorf("Drift() after the network changed = %+v, %v; want the server drifted on network", drift, err)
 	}
 }
+
+// TestDriftLeavesOutAnotherProcesssCreateFlow: a pool that does not resume
+// (a standby replica, the status command) lists a subnet pool's server that
+// the leader has created and not attached yet: off, on no network, young.
+// It is no drift; one off the network for longer than the creation timeout
+// is (someone detached it, or its flow was left long ago).
+func TestDriftLeavesOutAnotherProcesssCreateFlow(t *testing.T) {
+	for _, tc := range []struct {
+		age     time.Duration
+		drifted bool
+	}{{age: time.Minute}, {age: time.Hour, drifted: true}} {
+		t.Run(tc.age.String(), func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			e.addReferences()
+			e.addLeftover("workers", hcloud.ServerStatusOff, tc.age)
+			p := e.newPool(subnetPoolConfig("workers"))
+			if _, err := e.cache.Get(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			drift, err := p.Drift(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := len(drift) == 1 && slices.Equal(drift[0].Reasons, []DriftReason{DriftNetwork})
+			if got != tc.drifted || (!tc.drifted && len(drift) != 0) {
+				t.Errorf("Drift() = %+v; want drifted on network: %v", drift, tc.drifted)
+			}
+		})
+	}
+}
