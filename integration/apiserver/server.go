@@ -40,12 +40,17 @@ type Server struct {
 	procs      []*process // etcd first
 }
 
-// Start starts etcd and kube-apiserver for t and stops both when t ends.
-// It skips t when etcd is not installed, unless $HCLOUDSCALE_INTEGRATION
-// is 1, and fails t when anything else goes wrong.
-func Start(t testing.TB) *Server {
+// Start starts etcd and kube-apiserver for t, and what opts add, and
+// stops them when t ends. It skips t when etcd is not installed, unless
+// $HCLOUDSCALE_INTEGRATION is 1, and fails t when anything else goes
+// wrong.
+func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s, err := start(t.TempDir(), t.Logf)
+	var o startOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s, err := start(t.TempDir(), t.Logf, o)
 	if err != nil {
 		failOrSkip(t, err)
 	}
@@ -99,7 +104,7 @@ func Shared(t testing.TB) *Server {
 		shared.started = true
 		shared.dir, shared.err = os.MkdirTemp("", "apiserver-")
 		if shared.err == nil {
-			shared.s, shared.err = start(shared.dir, t.Logf)
+			shared.s, shared.err = start(shared.dir, t.Logf, startOptions{})
 		}
 	}
 	if shared.err != nil {
@@ -117,12 +122,12 @@ func failOrSkip(t testing.TB, err error) {
 }
 
 // start runs etcd and kube-apiserver with their files in dir.
-func start(dir string, logf func(string, ...any)) (_ *Server, err error) {
+func start(dir string, logf func(string, ...any), o startOptions) (_ *Server, err error) {
 	etcdBin, err := etcdBinary()
 	if err != nil {
 		return nil, err
 	}
-	kasBin, err := kubeAPIServerBinary(logf)
+	kasBin, err := controlPlaneBinary(kubeAPIServer, logf)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +204,7 @@ func start(dir string, logf func(string, ...any)) (_ *Server, err error) {
 		return nil, err
 	}
 	logf("kube-apiserver ready at %s in %s (files in %s)", s.URL, time.Since(started).Round(time.Millisecond), dir)
-	return s, nil
+	return s, s.startExtras(o, logf)
 }
 
 // waitReady polls /readyz until it answers ok, kas exits or startTimeout
@@ -238,7 +243,8 @@ func (s *Server) waitReady(kas *process) error {
 		startTimeout, last, kas.logTail(), s.procs[0].logTail())
 }
 
-// stop stops kube-apiserver, then etcd, and waits for both.
+// stop stops the processes in the reverse order of their start (etcd
+// last) and waits for each.
 func (s *Server) stop() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		s.procs[i].stop(10 * time.Second)
