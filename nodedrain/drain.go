@@ -192,7 +192,8 @@ func (d *drainer) stopped(ctx context.Context, left []corev1.Pod) error {
 func markedBlockers(pods []corev1.Pod) []Blocker {
 	var out []Blocker
 	for i := range pods {
-		if why := doNotDisrupt(&pods[i]); why != "" {
+		// A marked pod already being deleted goes anyway: wait for it.
+		if why := doNotDisrupt(&pods[i]); why != "" && pods[i].DeletionTimestamp == nil {
 			out = append(out, Blocker{Pod: key(&pods[i]), Reason: "marked " + why})
 		}
 	}
@@ -219,12 +220,12 @@ func (d *drainer) round(ctx context.Context, pods []corev1.Pod) error {
 	now := time.Now()
 	for i := range pods {
 		p := &pods[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
 		if why := doNotDisrupt(p); why != "" {
 			// Marked after the drain began: never evicted, and it stays.
 			d.state(p).refusal = "marked " + why
-			continue
-		}
-		if p.DeletionTimestamp != nil {
 			continue
 		}
 		st := d.state(p)
