@@ -172,6 +172,8 @@ func (c *Cluster) start(ctx context.Context, cfg *config.Config, o *options) err
 		set = set.with(p)
 		c.storePools(set)
 	}
+	_, adopted := c.adoptRemoved(cfg, set)
+	c.warnings = append(c.warnings, adopted...)
 	return nil
 }
 

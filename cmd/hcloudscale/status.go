@@ -52,7 +52,11 @@ type statusResult struct {
 }
 
 type poolStatus struct {
-	Name       string `json:"name"`
+	Name string `json:"name"`
+	// Removed is true for a pool that is no longer configured but still
+	// has servers: no scale-up, the autoscaler deletes its nodes as they
+	// become unneeded.
+	Removed    bool   `json:"removed,omitempty"`
 	ServerType string `json:"serverType"`
 	Location   string `json:"location"`
 	MinSize    int    `json:"minSize"`
@@ -213,7 +217,7 @@ func newPoolStatus(p *pool.Pool, t *servercache.ServerType) poolStatus {
 	pc := p.Config()
 	st := p.Status()
 	ps := poolStatus{
-		Name: p.Name(), ServerType: pc.ServerType, Location: pc.Location,
+		Name: p.Name(), Removed: p.Removed(), ServerType: pc.ServerType, Location: pc.Location,
 		MinSize: st.MinSize, MaxSize: st.MaxSize, Target: st.Target,
 		Running: st.Running, Creating: creatingOnly(st), Deleting: st.Deleting, Failed: st.Failed,
 		PendingClaims: st.PendingClaims,
@@ -278,9 +282,10 @@ const codeUnfinished = "unfinished-create"
 // markUnfinished shows the servers of a subnet pool that are off and not
 // attached to the pool's network as creating, not running: the pool
 // creates its servers stopped and attaches them before it powers them on,
-// so such a server is a create that an interrupted process left half
-// done, and has never run. status does not resume creates; it says what
-// does. It looks up each stopped server of such a pool (one request each).
+// so such a server is most likely a create that an interrupted process
+// left half done (or one someone stopped and detached: a resumed flow
+// finishes it only if its action history shows it never ran). status does
+// not resume creates; it says what does. It looks up each stopped server of such a pool (one request each).
 func markUnfinished(ctx context.Context, c *hcloudscale.Cluster, p *pool.Pool, ps *poolStatus) error {
 	pc := p.Config()
 	if !pc.SubnetIPRange.IsValid() || pc.Network == "" {
@@ -311,7 +316,7 @@ func markUnfinished(ctx context.Context, c *hcloudscale.Cluster, p *pool.Pool, p
 		}
 		in.State = pool.Creating.String()
 		in.Error = &errorStatus{Code: codeUnfinished, Message: fmt.Sprintf(
-			"created stopped and not attached to network %s: an interrupted create; \"hcloudscale scale %s <N>\" or serve finishes it (attach, power on), \"hcloudscale cleanup --yes\" deletes it",
+			"created stopped and not attached to network %s: an interrupted create; \"hcloudscale scale %s <N>\" or serve finishes it (attach, power on) if its action history shows it never ran, \"hcloudscale cleanup --yes\" deletes it",
 			pc.Network, p.Name())}
 		ps.Running--
 		ps.Creating++
@@ -361,7 +366,11 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 		if p.OrderableUntil != nil {
 			off += " until " + p.OrderableUntil.Format(time.DateOnly)
 		}
-		tb.row(p.Name, p.ServerType, p.Location, p.MinSize, p.MaxSize, p.Target, p.Running, p.Creating, p.Deleting, p.Failed, off)
+		name := p.Name
+		if p.Removed {
+			name += " (removed)"
+		}
+		tb.row(name, p.ServerType, p.Location, p.MinSize, p.MaxSize, p.Target, p.Running, p.Creating, p.Deleting, p.Failed, off)
 	}
 	tb.flush()
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +208,38 @@ func TestStatusShowsDrift(t *testing.T) {
 	r = runCmd(t, runStatus, p.env(t, nil), exampleNodes...)
 	if !strings.Contains(r.stdout, "Servers that differ from their pool's configuration") || !strings.Contains(r.stdout, "server_type: server type cax11") {
 		t.Errorf("status table lacks the drifted server:\n%s", r.stdout)
+	}
+}
+
+// A pool dropped from the configuration keeps its servers until the
+// autoscaler removes them: status lists it as removed.
+func TestStatusListsRemovedPools(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	addServers(t, p,
+		hcloudtest.ServerInfo{Name: "workers-1", ServerType: "cpx31", Labels: poolLabels("workers", "prod")},
+		hcloudtest.ServerInfo{Name: "gpu-1", ServerType: "ccx13", Location: "hel1", Labels: poolLabels("gpu", "prod")},
+		hcloudtest.ServerInfo{Name: "gpu-2", ServerType: "ccx13", Location: "hel1", Labels: poolLabels("gpu", "prod")},
+	)
+	r := runCmd(t, runStatus, p.env(t, nil), append([]string{"-o", "json"}, exampleNodes...)...)
+	if r.code != exitOK {
+		t.Fatalf("status = %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
+	}
+	res := decodeJSON[statusResult](t, r)
+	var gpu *poolStatus
+	for i := range res.Pools {
+		if res.Pools[i].Name == "gpu" {
+			gpu = &res.Pools[i]
+		}
+	}
+	if gpu == nil || !gpu.Removed || gpu.Target != 2 || gpu.MaxSize != 0 || gpu.ServerType != "ccx13" || gpu.Location != "hel1" {
+		t.Fatalf("status of the removed pool gpu = %+v; want removed, target 2, max 0, ccx13 in hel1", gpu)
+	}
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, `pool "gpu" is not in the configuration`) }) {
+		t.Errorf("status warnings do not name the removed pool: %q", res.Warnings)
+	}
+	r = runCmd(t, runStatus, p.env(t, nil), exampleNodes...)
+	if !strings.Contains(r.stdout, "gpu (removed)") {
+		t.Errorf("status table does not mark the removed pool:\n%s", r.stdout)
 	}
 }

@@ -1,0 +1,103 @@
+package hcloudscale
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/pool"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+// adoptRemoved makes the servers of this cluster whose pool the
+// configuration does not declare (a pool removed from it while another
+// process ran, or before a restart) pools removed from the configuration,
+// as [Cluster.Reconfigure] keeps a removed pool: min and max size 0, no
+// scale-up, so the autoscaler deletes their nodes as they become unneeded,
+// and [Cluster.Refresh] drops each once it is empty. It returns a warning
+// per pool. Without a cluster name the listing's scope is every
+// autoscaled server of the project, which may be another cluster's: such
+// servers are named in a warning and left alone.
+func (c *Cluster) adoptRemoved(cfg *config.Config, set *poolSet) (*poolSet, []string) {
+	snap := c.servers.Current()
+	if snap == nil {
+		return set, nil
+	}
+	byPool := map[string][]*servercache.Server{}
+	for _, s := range snap.All() {
+		if s.Pool != "" && set.byName[s.Pool] == nil {
+			byPool[s.Pool] = append(byPool[s.Pool], s)
+		}
+	}
+	var warnings []string
+	for _, name := range slices.Sorted(maps.Keys(byPool)) {
+		servers := byPool[name]
+		what := fmt.Sprintf("pool %q is not in the configuration but has %d server(s) (%s)", name, len(servers), serverNames(servers))
+		if cfg.ClusterName == "" {
+			warnings = append(warnings, what+": left alone, since without clusterName they may belong to another cluster; "+
+				"set clusterName to have such servers scaled down, or delete them with `hcloudscale cleanup --all-pools`")
+			continue
+		}
+		p, err := c.removedPool(cfg, name, servers[0])
+		if err != nil {
+			warnings = append(warnings, fmt.Sprintf("%s: cannot keep it as a removed pool: %v", what, err))
+			continue
+		}
+		set = set.with(p)
+		c.storePools(set)
+		warnings = append(warnings, what+": kept as a removed pool (min and max size 0, no scale-up); "+
+			"the autoscaler deletes its nodes as they become unneeded; add the pool back to keep them")
+	}
+	return set, warnings
+}
+
+// removedPool builds the removed pool name from one of its servers.
+func (c *Cluster) removedPool(cfg *config.Config, name string, s *servercache.Server) (*pool.Pool, error) {
+	if err := config.CheckPoolName(name); err != nil {
+		return nil, err
+	}
+	pc := config.Pool{
+		Name:       name,
+		ServerType: s.ServerType,
+		Location:   s.Location,
+		ServerLabels: map[string]string{
+			config.LabelNodeGroup: name,
+			config.LabelCluster:   cfg.ClusterName,
+		},
+	}
+	p, err := c.newPool(cfg, pc, &references{})
+	if err != nil {
+		return nil, err
+	}
+	p.Remove()
+	return p, nil
+}
+
+// RemovedPools returns the pools that are no longer configured but still
+// have servers ([pool.Pool.Removed]): removed by [Cluster.Reconfigure], or
+// found at [New]. Their servers are [pool.Pool.Instances].
+func (c *Cluster) RemovedPools() []*pool.Pool {
+	var out []*pool.Pool
+	for _, p := range c.pools.Load().list {
+		if p.Removed() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func serverNames(servers []*servercache.Server) string {
+	const show = 5
+	names := make([]string, 0, show)
+	for i, s := range servers {
+		if i == show {
+			names = append(names, fmt.Sprintf("and %d more", len(servers)-show))
+			break
+		}
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
