@@ -100,4 +100,3 @@ func serverNames(servers []*servercache.Server) string {
 	}
 	return strings.Join(names, ", ")
 }
-
