@@ -46,7 +46,8 @@ type Cluster struct {
 	offerings     *pool.Offerings // shared by all pools
 	reload        *reloader       // nil without WithReload
 	drift         driftState
-	warnings      []string
+	warnMu        sync.Mutex // guards warnings
+	warnings      []string   // of the configuration that runs
 
 	lenient    bool        // offer problems are warnings (WithLenientChecks)
 	noResume   bool        // unfinished create flows are left alone (WithoutResume)
@@ -419,11 +420,17 @@ func (c *Cluster) Config() *config.Config { return c.pools.Load().cfg }
 // caller's own. It shares the rate-limit pacer with the Cluster.
 func (c *Cluster) Client() *hcloud.Client { return c.client }
 
-// Warnings returns what New found worth a warning: ignored configuration
+// Warnings returns what New, or the last [Cluster.Reconfigure] that
+// applied a configuration, found worth a warning: ignored configuration
 // sources, unused nodeConfigs entries, behaviour that differs from the
 // upstream provider for the same input, deprecated server types and
-// images, sold-out server types and placement groups short of room.
-func (c *Cluster) Warnings() []string { return slices.Clone(c.warnings) }
+// images, sold-out server types, placement groups short of room, and
+// servers of pools the configuration does not declare.
+func (c *Cluster) Warnings() []string {
+	c.warnMu.Lock()
+	defer c.warnMu.Unlock()
+	return slices.Clone(c.warnings)
+}
 
 // Pools returns the pools in the order of the configuration, then the
 // pools removed from it that still have servers ([pool.Pool.Removed]).

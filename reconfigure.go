@@ -163,7 +163,17 @@ func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
 			names = append(names, pc.Name)
 		}
 	}
-	c.log.Info("configuration applied", zap.Strings("added", names), zap.Strings("changed", changed), zap.Strings("removed", removed))
+	// The warnings of the configuration itself (entries ignored, a pool
+	// parked at max size 0, ...) say why a change may not be what was
+	// meant; those of the checks were logged above.
+	for _, w := range cfg.Warnings {
+		c.log.Warn(w)
+	}
+	c.warnMu.Lock()
+	c.warnings = append(slices.Clone(cfg.Warnings), warnings...)
+	c.warnMu.Unlock()
+	c.log.Info("configuration applied", zap.Strings("added", names), zap.Strings("changed", changed), zap.Strings("removed", removed),
+		zap.Int("warnings", len(cfg.Warnings)+len(warnings)))
 	return errors.Join(errs...)
 }
 

@@ -102,12 +102,16 @@ type reloader struct {
 	load     LoadFunc
 	interval time.Duration
 
-	mu sync.Mutex // serialises reloads; guards seen, pending, retryAfter
+	mu sync.Mutex // serialises reloads; guards seen, pending, retryAfter, refusedLogged
 	// seen is the hash of the content last read; pending the valid
 	// configuration read from it and not yet applied.
 	seen       string
 	pending    *config.Config
 	retryAfter time.Time
+	// refusedLogged is the hash of the last content whose refusal by
+	// Reconfigure was logged: each refused content is logged once, also
+	// when its error reads as the one before.
+	refusedLogged string
 
 	// statusMu guards status, which readers (metrics scrapes) get
 	// without waiting for a reload's API checks.
@@ -187,18 +191,25 @@ func (c *Cluster) reloadIfChanged(ctx context.Context) {
 		return
 	}
 	if err := c.Reconfigure(ctx, cfg); err != nil {
-		prev := r.current().Err
-		first := prev == nil || prev.Error() != err.Error()
 		r.retryAfter = now.Add(reloadRetry)
 		r.update(func(st *ReloadStatus) { st.Current, st.Err = false, err })
-		if first {
-			log.Error("configuration file not applied; the running configuration stays", zap.String("sha256", r.seen), zap.Error(err))
+		if r.refusedLogged != r.seen {
+			r.refusedLogged = r.seen
+			log.Error("configuration file not applied; the running configuration stays. "+restartRisk, zap.String("sha256", r.seen), zap.Error(err))
 		}
 		return
 	}
 	r.applied(now)
+	if w := c.Warnings(); len(w) > 0 {
+		log.Warn("configuration file applied with warnings: check that it does what was meant", zap.String("sha256", r.seen), zap.Strings("warnings", w))
+		return
+	}
 	log.Info("configuration file applied", zap.String("sha256", r.seen))
 }
+
+// restartRisk ends the log line of a file that does not load or is
+// refused: the next start reads the same file.
+const restartRisk = "A restart (rollout, eviction, crash) would read this file and fail to start: fix or revert it"
 
 // read reads the file and, when its content changed, loads it. r.mu must
 // be held.
@@ -235,7 +246,7 @@ func (r *reloader) read(log *zap.Logger) {
 	cfg, err := r.load(data)
 	if err != nil {
 		r.update(func(st *ReloadStatus) { st.Current, st.Err = false, err })
-		log.Error("configuration file does not load; the running configuration stays", zap.String("sha256", hash), zap.Error(err))
+		log.Error("configuration file does not load; the running configuration stays. "+restartRisk, zap.String("sha256", hash), zap.Error(err))
 		return
 	}
 	r.pending = cfg
@@ -251,7 +262,7 @@ func (r *reloader) applied(now time.Time) {
 
 // reloadCollector exports the reload state at scrape time.
 type reloadCollector struct {
-	success, last, info *prometheus.Desc
+	success, last, info, refused *prometheus.Desc
 
 	mu     sync.Mutex // guards source
 	source *Cluster
@@ -261,6 +272,7 @@ func (c *reloadCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.success
 	ch <- c.last
 	ch <- c.info
+	ch <- c.refused
 }
 
 func (c *reloadCollector) Collect(ch chan<- prometheus.Metric) {
@@ -281,6 +293,11 @@ func (c *reloadCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.success, prometheus.GaugeValue, ok)
 	ch <- prometheus.MustNewConstMetric(c.last, prometheus.GaugeValue, last)
 	ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, st.Path, st.FileSHA256, st.RunningSHA256)
+	refused := 0.0
+	if st.Err != nil && st.FileSHA256 != "" && !st.Current {
+		refused = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.GaugeValue, refused)
 }
 
 // registerReloadMetrics registers the reload metrics for source, or takes
@@ -294,6 +311,8 @@ func registerReloadMetrics(reg prometheus.Registerer, source *Cluster) (func(), 
 			"1 when the running configuration is the configuration file's content, 0 when the file's last content could not be read, did not load or was refused.", nil, nil),
 		last: prometheus.NewDesc("hcloudscale_config_last_reload_timestamp_seconds",
 			"Unix time the configuration file's content was last applied; 0: not since the start.", nil, nil),
+		refused: prometheus.NewDesc("hcloudscale_config_file_refused",
+			"1 when the configuration file's content does not load or was refused: the running configuration stays, but a restart would read the file and fail to start.", nil, nil),
 		info: prometheus.NewDesc("hcloudscale_config_info",
 			"The configuration file, the SHA-256 of its content as last read and of the content that runs.", []string{"file", "file_sha256", "running_sha256"}, nil),
 	}

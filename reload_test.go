@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,7 +123,7 @@ func (e *reloadEnv) refresh(t *testing.T) {
 }
 
 func (e *reloadEnv) count(msg string) int {
-	return e.logs.FilterMessage(msg).Len()
+	return e.logs.FilterMessageSnippet(msg).Len()
 }
 
 func (e *reloadEnv) metric(t *testing.T, name string) float64 {
@@ -269,3 +270,73 @@ func gatherText(t *testing.T, reg *prometheus.Registry) string {
 }
 
 func strconvFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// The warnings of a reloaded file say why a change may not be what was
+// meant: they are logged once, and Warnings() returns them.
+func TestReloadLogsAndKeepsTheWarningsOfAFile(t *testing.T) {
+	e := newReloadEnv(t, healthyClusterConfig(), []string{"0:5:cpx21:fsn1:workers"})
+	e.refresh(t)
+	cc := healthyClusterConfig()
+	cc["nodeConfigs"].(map[string]any)["extra"] = map[string]any{"ServerType": "cx33", "location": "nbg1", "maxSize": 0}
+	e.dir.update(marshal(t, cc))
+	for range 3 {
+		e.refresh(t)
+	}
+	if e.c.Pool("extra") == nil {
+		t.Fatalf("pool extra not added: %v", poolNames(e.c))
+	}
+	for _, want := range []string{`nodeConfigs.extra.ServerType: key matched "serverType" ignoring case`, "nodeConfigs.extra.maxSize: 0: the pool is parked"} {
+		if !slices.ContainsFunc(e.c.Warnings(), func(w string) bool { return strings.Contains(w, want) }) {
+			t.Errorf("Warnings() lacks %q: %q", want, e.c.Warnings())
+		}
+		if n := e.count(want); n != 1 {
+			t.Errorf("warning %q logged %d times over three Refreshes; want once", want, n)
+		}
+	}
+	applied := e.logs.FilterMessage("configuration file applied with warnings: check that it does what was meant")
+	if applied.Len() != 1 || e.count("configuration file applied") != 1 {
+		t.Fatalf("logged %d 'applied with warnings' and %d 'applied' lines; want one, with warnings", applied.Len(), e.count("configuration file applied"))
+	}
+	if lvl := applied.All()[0].Level; lvl != zapcore.WarnLevel {
+		t.Errorf("a file applied with warnings is logged at %v; want warn", lvl)
+	}
+
+	// Back to a file without warnings: Warnings() follows.
+	e.dir.update(marshal(t, healthyClusterConfig()))
+	e.refresh(t)
+	if w := e.c.Warnings(); slices.ContainsFunc(w, func(w string) bool { return strings.Contains(w, "nodeConfigs.extra") }) {
+		t.Errorf("Warnings() keeps the warnings of a file that no longer runs: %q", w)
+	}
+}
+
+// Each refused content is logged, also when its error reads as the one
+// before, and the gauge says a restart would fail.
+func TestReloadLogsEveryRefusedContent(t *testing.T) {
+	e := newReloadEnv(t, healthyClusterConfig(), []string{"0:5:cpx21:fsn1:workers"})
+	e.refresh(t)
+	if got := e.metric(t, "hcloudscale_config_file_refused"); got != 0 {
+		t.Errorf("hcloudscale_config_file_refused = %v with the file running; want 0", got)
+	}
+	bad := `{"clusterName": "prod", "nodeConfigs": {"workers": {"firewalls": ["gone"]}}}`
+	for i, content := range []string{bad, bad + "\n", bad + "\n\n"} {
+		e.dir.update([]byte(content))
+		e.refresh(t)
+		e.refresh(t)
+		if n := e.count("configuration file not applied; the running configuration stays. A restart"); n != i+1 {
+			t.Errorf("after %d refused contents with the same error: %d log lines; want %d", i+1, n, i+1)
+		}
+		if got := e.metric(t, "hcloudscale_config_file_refused"); got != 1 {
+			t.Errorf("hcloudscale_config_file_refused = %v with a refused file; want 1", got)
+		}
+	}
+	e.dir.update([]byte(`{"clusterName": "prod", "nodeConfigs": {`))
+	e.refresh(t)
+	if n := e.count("configuration file does not load; the running configuration stays. A restart (rollout, eviction, crash) would read this file and fail to start"); n != 1 {
+		t.Errorf("a file that does not load: %d log lines naming the restart risk; want 1", n)
+	}
+	e.dir.update(marshal(t, healthyClusterConfig()))
+	e.refresh(t)
+	if got := e.metric(t, "hcloudscale_config_file_refused"); got != 0 {
+		t.Errorf("hcloudscale_config_file_refused = %v once the file is good again; want 0", got)
+	}
+}

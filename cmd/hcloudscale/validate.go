@@ -38,6 +38,11 @@ type exists and is offered in its location, and an image for the type's architec
 The plan then shows the architecture, the image each pool's servers will boot and the
 price per hour from the catalogue.
 
+--cluster-config FILE checks FILE as the cluster-config file (HCLOUD_CLUSTER_CONFIG_FILE,
+in place of HCLOUD_CLUSTER_CONFIG and that variable), the other settings from the
+environment: a change to serve's reloaded file can be checked before it is applied, since
+a file serve refuses is also one it cannot start with.
+
 A shortage is a warning, not a problem, since the autoscaler starts with it too: a server
 type sold out in its location (that pool fails fast until Hetzner offers it again) and a
 placement group with less room than its pools' max sizes (other servers sit in it). So are
@@ -124,9 +129,13 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, e
 	online := fs.Bool("online", false, "also check against the API (token, references, server types, images, placement-group room) and resolve images and prices")
 	strict := fs.Bool("strict", false, "report every warning as a problem (exit code 1): sold-out server types, placement groups short of room, deprecations, differences from the upstream provider")
 	labelNodes := fs.Bool("label-nodes", false, "the node labeller will run (serve --label-nodes or the adapter's option): do not warn about labels and taints left to it")
+	clusterConfig := fs.String("cluster-config", "", "check this `file` as the cluster-config file (HCLOUD_CLUSTER_CONFIG_FILE), the other settings from the environment")
 	output := outputFlag(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr, validateHelp(fs)); !ok {
 		return code
+	}
+	if *clusterConfig != "" {
+		env = withClusterConfigFile(env, *clusterConfig)
 	}
 	if err := checkOutput(*output); err != nil {
 		return usageError(stderr, "validate", err)
@@ -425,4 +434,23 @@ func poolSetting(i int, p *config.Pool) string {
 		return p.Origin
 	}
 	return config.PoolSetting(i, p.Name)
+}
+
+// withClusterConfigFile is env with path as HCLOUD_CLUSTER_CONFIG_FILE and
+// no HCLOUD_CLUSTER_CONFIG.
+func withClusterConfigFile(env config.Env, path string) config.Env {
+	lookup := env.Lookup
+	env.Lookup = func(name string) (string, bool) {
+		switch name {
+		case config.EnvClusterConfigFile:
+			return path, true
+		case config.EnvClusterConfig:
+			return "", false
+		}
+		if lookup == nil {
+			return "", false
+		}
+		return lookup(name)
+	}
+	return env
 }

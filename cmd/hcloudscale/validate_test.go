@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/base64"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -328,5 +329,35 @@ func TestValidateOnlineCost(t *testing.T) {
 		if w := p.api.Count("POST /servers") + p.api.Count("DELETE /servers/{id}"); w != 0 {
 			t.Errorf("validate --online wrote %d times", w)
 		}
+	}
+}
+
+// A change to serve's reloaded cluster-config file can be checked before
+// it is applied: --cluster-config names the file, the rest comes from the
+// environment.
+func TestValidateClusterConfigFlag(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	base := p.env(t, nil)
+	files := map[string]string{
+		"broken.json": `{"clusterName": "prod", "nodeConfigs": {"workers": {"maxPods": 0}}}`,
+		"good.json":   `{"clusterName": "prod", "imagesForArch": {"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04"}, "nodeConfigs": {"workers": {"cloudInit": "#cloud-config\n"}}}`,
+	}
+	env := base
+	env.ReadFile = func(path string) ([]byte, error) {
+		if c, ok := files[path]; ok {
+			return []byte(c), nil
+		}
+		return base.ReadFile(path)
+	}
+	r := runCmd(t, runValidate, env, "--output=json", "--cluster-config", "broken.json", "--nodes=0:10:cpx31:fsn1:workers")
+	res := decodeJSON[validateResult](t, r)
+	if r.code == exitOK || res.Valid || !slices.ContainsFunc(res.Problems, func(p problem) bool { return strings.Contains(p.Setting+p.Message, "maxPods") }) {
+		t.Errorf("validate --cluster-config broken.json = %d, problems %+v; want the file's maxPods problem", r.code, res.Problems)
+	}
+	r = runCmd(t, runValidate, env, "--output=json", "--online", "--cluster-config", "good.json", "--nodes=0:10:cpx31:fsn1:workers")
+	res = decodeJSON[validateResult](t, r)
+	if r.code != exitOK || !res.Valid || len(res.Pools) != 1 {
+		t.Errorf("validate --cluster-config good.json = %d, valid %v, problems %+v, %d pools; want valid with one pool", r.code, res.Valid, res.Problems, len(res.Pools))
 	}
 }
