@@ -446,7 +446,8 @@ func (c *Cluster) Pool(name string) *pool.Pool { return c.pools.Load().byName[na
 // the provider ID is empty, or by the instance ID of a server still being
 // created (the autoscaler's placeholder nodes carry it as name and provider
 // ID), or by the provider ID or name of a server a pool is creating, which
-// the pool reports before any listing shows it. It answers from memory:
+// the pool reports before any listing shows it, or of a server a pool
+// deleted within [servercache.DepartedRetention]. It answers from memory:
 // in constant time for listed servers and claim IDs, and for other nodes
 // in time linear in the pools' claims.
 func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
@@ -467,6 +468,13 @@ func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
 		if p.CreatesNode(providerID, nodeName) {
 			return p
 		}
+	}
+	// A server a pool deleted a moment ago: its Node, and the
+	// autoscaler's cached instance of it, outlive it for a while, and the
+	// autoscaler asks for their node group every loop (see
+	// servercache.DepartedRetention).
+	if name, ok := c.servers.Departed(providerID, nodeName); ok {
+		return set.byName[name]
 	}
 	return nil
 }

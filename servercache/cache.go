@@ -43,6 +43,8 @@ type Cache struct {
 	// result, which may predate them.
 	listing bool
 	journal []mutation
+
+	gone departed // servers Remove dropped, for Departed
 }
 
 // New returns a Cache that lists servers with client, which is usually
@@ -155,6 +157,7 @@ func (c *Cache) Remove(ids ...int64) {
 	if len(ids) == 0 {
 		return
 	}
+	c.gone.record(c.snap.Load(), ids, c.clock.Now())
 	c.apply(mutation{removes: append([]int64(nil), ids...)})
 }
 
