@@ -25,18 +25,18 @@ type switchFence struct {
 
 var errClosedFence = errors.New("fence closed")
 
-func (f *switchFence) AllowWrite() (func(), error) {
+func (f *switchFence) AllowWrite() (hcloudscale.Permit, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.open {
 		f.refused++
-		return nil, errClosedFence
+		return hcloudscale.Permit{}, errClosedFence
 	}
 	f.allowed++
 	if f.closeAfter > 0 && f.allowed >= f.closeAfter {
 		f.open = false
 	}
-	return func() {}, nil
+	return hcloudscale.Permit{}, nil
 }
 
 func (f *switchFence) counts() (allowed, refused int) {

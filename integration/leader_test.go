@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 )
@@ -174,4 +176,47 @@ func TestSIGTERMWithCreatesOnTheWire(t *testing.T) {
 	before := c.topUp(t, b, 10)
 	t.Logf("%s's target after the hand-over: %d; topped up to 10", b.id, before)
 	c.verify(t, 10)
+}
+
+// TestOldLeadersCreateAnsweredLate: the leader's create request is on
+// the wire and held by the API when its renewals are cut; the API carries
+// it out late, a moment after the standby took the Lease. The new leader
+// must count that server before it tops the pool up: the pool never
+// exceeds its max, and no write of the old leader arrived after its Lease.
+func TestOldLeadersCreateAnsweredLate(t *testing.T) {
+	c := newCluster(t, clusterOptions{max: 5, createDuration: createDuration})
+	link := newForwarder(t, c.apiHostPort(t))
+	a, b := c.startPair(t, link.addr())
+	hold := c.hc.HoldRequest("POST /servers", 1)
+	defer hold.Release()
+	a.increase(t, pool, 1)
+	select {
+	case <-hold.Arrived():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leader's create did not arrive")
+	}
+	cut := time.Now()
+	link.setCut(true)
+	go func() {
+		// The API answers a moment after the standby holds the Lease.
+		admin := c.api.AdminClient(t)
+		for time.Since(cut) < time.Minute {
+			l, err := admin.CoordinationV1().Leases(c.ns).Get(context.Background(), leaseName, metav1.GetOptions{})
+			if err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == b.id {
+				time.Sleep(300 * time.Millisecond)
+				hold.Release()
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	led := b.waitLeads(t, 60*time.Second)
+	t.Logf("take-over after the cut: %s leads %s later", b.id, led.Sub(cut).Round(time.Millisecond))
+	_ = a.waitExit(t, 60*time.Second)
+	before := c.topUp(t, b, 5)
+	t.Logf("%s's target after the take-over: %d (the old leader's server counted); topped up to 5", b.id, before)
+	if before != 1 {
+		t.Errorf("%s's target after the take-over = %d; want 1, the old leader's late server", b.id, before)
+	}
+	c.verify(t, 5)
 }

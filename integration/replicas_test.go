@@ -105,6 +105,9 @@ const (
 	leaseDuration = 4 * time.Second
 	renewDeadline = 3 * time.Second
 	retryPeriod   = 500 * time.Millisecond
+	// writeGrace is how long a replica that takes the Lease over waits
+	// before it lists: the fake API carries a request out at once.
+	writeGrace = 2 * time.Second
 )
 
 // startReplica starts a replica; it is stopped (SIGKILL if it does not
@@ -132,6 +135,7 @@ func startReplica(t *testing.T, c replicaConfig) *replica {
 		"--leader-elect-lease-duration=" + leaseDuration.String(),
 		"--leader-elect-renew-deadline=" + renewDeadline.String(),
 		"--leader-elect-retry-period=" + retryPeriod.String(),
+		"--leader-elect-write-grace=" + writeGrace.String(),
 		"--poll-interval=200ms",
 		"--drain-timeout=2s",
 		"--shutdown-timeout=30s",

@@ -16,6 +16,7 @@ import (
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -70,7 +71,7 @@ func TestFenceAfterPause(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		done()
+		done.Done(true)
 		return true
 	}
 	entered := func() bool {
@@ -85,7 +86,7 @@ func TestFenceAfterPause(t *testing.T) {
 	if allowed() || entered() {
 		t.Fatal("a replica that never acquired the Lease may write or change")
 	}
-	l.renewedAt(l.now())
+	l.renewedAt(l.now(), time.Time{})
 	if allowed() {
 		t.Fatal("writes are let through before the first listing opened the fence")
 	}
@@ -108,11 +109,11 @@ func TestFenceAfterPause(t *testing.T) {
 	}
 	// A renewal that succeeds again (no other replica took over) opens
 	// the fence; one sent before the pause does not.
-	l.renewedAt(l.now().Add(-f.leaseDuration))
+	l.renewedAt(l.now().Add(-f.leaseDuration), time.Time{})
 	if allowed() {
 		t.Fatal("a renewal sent before the pause reopened the fence")
 	}
-	l.renewedAt(l.now())
+	l.renewedAt(l.now(), time.Time{})
 	if !allowed() || !entered() {
 		t.Fatal("a fresh renewal did not reopen the fence")
 	}
@@ -128,7 +129,7 @@ func TestFenceReleaseWaitsForWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.renewedAt(time.Now())
+	l.renewedAt(time.Now(), time.Time{})
 	l.mu.Lock()
 	l.leading, l.writable = true, true
 	l.mu.Unlock()
@@ -138,7 +139,7 @@ func TestFenceReleaseWaitsForWrites(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if err := l.closeFence(ctx); err == nil || !strings.Contains(err.Error(), "1 requests that change servers still have no answer") {
+	if err := l.closeFence(ctx); err == nil || !strings.Contains(err.Error(), "1 requests that change servers still in flight") {
 		t.Fatalf("closeFence with a write in flight: %v; want an error after the timeout", err)
 	}
 	if _, err := l.AllowWrite(); err == nil {
@@ -151,7 +152,7 @@ func TestFenceReleaseWaitsForWrites(t *testing.T) {
 		t.Fatalf("closeFence returned (%v) while a write has no answer", err)
 	case <-time.After(20 * time.Millisecond):
 	}
-	done()
+	done.Done(true)
 	select {
 	case err := <-released:
 		if err != nil {
@@ -345,5 +346,171 @@ func TestKubeconfigForLeaderElection(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	if _, err := kubeRESTConfig("", config.Env{}); err == nil || !strings.Contains(err.Error(), "no --kubeconfig or $KUBECONFIG") {
 		t.Errorf("kubeRESTConfig outside a pod without a kubeconfig: %v; want an error naming --kubeconfig and $KUBECONFIG", err)
+	}
+}
+
+// TestNewLeaderCountsAnOldLeadersLateCreate: the leader's create is on
+// the wire when its renewals stop; the API carries it out only after the
+// Lease has expired and the standby has taken over. The invariant: the
+// new leader counts that server before it accepts a scale-up, so the
+// pool never exceeds its max (5).
+func TestNewLeaderCountsAnOldLeadersLateCreate(t *testing.T) {
+	e := newElectionEnv(t)
+	var (
+		cutA     atomic.Bool
+		mu       sync.Mutex
+		bLeadsAt time.Time
+	)
+	e.kube.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		lease, _ := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		holder := ""
+		if lease != nil && lease.Spec.HolderIdentity != nil {
+			holder = *lease.Spec.HolderIdentity
+		}
+		if holder == "a" && cutA.Load() {
+			return true, nil, errors.New("dial tcp: i/o timeout")
+		}
+		if holder == "b" {
+			mu.Lock()
+			if bLeadsAt.IsZero() {
+				bLeadsAt = time.Now()
+			}
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	grace := []string{"--leader-elect-write-grace", "2s"}
+	a := e.start(t, "a", grace...)
+	if !a.waitLog(logLeading, testLeaseDuration) {
+		t.Fatalf("replica a does not lead; stderr:\n%s", a.stderr.String())
+	}
+	b := e.start(t, "b", grace...)
+	if !b.waitLog(logStandby, testLeaseDuration) {
+		t.Fatalf("replica b does not see a as the leader; stderr:\n%s", b.stderr.String())
+	}
+	hold := e.fake.HoldRequest("POST /servers", 1)
+	defer hold.Release()
+	if err := a.increase(1); err != nil {
+		t.Fatalf("leader NodeGroupIncreaseSize: %v", err)
+	}
+	<-hold.Arrived()
+	cutA.Store(true)
+
+	// The API carries the create out a moment after b took the Lease.
+	go func() {
+		for {
+			mu.Lock()
+			at := bLeadsAt
+			mu.Unlock()
+			if !at.IsZero() {
+				time.Sleep(300 * time.Millisecond)
+				hold.Release()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	if !b.waitLog(logLeading, 3*testLeaseDuration) {
+		t.Fatalf("replica b does not lead; stderr:\n%s", b.stderr.String())
+	}
+	if got := b.targetSize(); got != 1 {
+		t.Errorf("new leader's target size = %d; want 1 (the old leader's server)", got)
+	}
+	// The autoscaler sees room for 5 - target and asks for it.
+	_ = b.increase(5 - b.targetSize())
+	time.Sleep(time.Second)
+	servers, err := e.fake.Servers(config.LabelNodeGroup + "=workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(servers) > 5 {
+		t.Errorf("%d servers in a pool of max 5", len(servers))
+	}
+	if code := a.wait(30 * time.Second); code != exitFailure {
+		t.Errorf("replica a exited with %d; want 1 (lost the Lease)", code)
+	}
+}
+
+// TestReleaseWaitsOutAWriteWithoutAnswer: a write that ended without an
+// answer (a timeout after it was written) may still be carried out by the
+// API: the fence stays closed, and the Lease unreleased, for the write
+// grace after it ended; a write answered, or never written, holds nothing.
+func TestReleaseWaitsOutAWriteWithoutAnswer(t *testing.T) {
+	f := leaderFlags{enabled: true, namespace: "ns", name: "lease", identity: "a",
+		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second, writeGrace: 300 * time.Millisecond}
+	l, err := newLeadership(f, config.Env{}, prometheus.NewRegistry(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.renewedAt(time.Now(), time.Now().Round(0))
+	l.mu.Lock()
+	l.leading, l.writable = true, true
+	l.mu.Unlock()
+	answered, err := l.AllowWrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := l.AllowWrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(lost.Deadline); left < 13*time.Second || left > f.leaseDuration-f.writeMargin() {
+		t.Errorf("permit deadline in %s; want the lease duration less a tenth, 13.5s", left)
+	}
+	answered.Done(true)
+	lost.Done(false)
+	if err := lost.Check(); err != nil {
+		t.Errorf("Check with the fence open: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if err := l.closeFence(ctx); err == nil {
+		t.Fatal("closeFence returned at once although a write without answer may still take effect")
+	}
+	if err := lost.Check(); err == nil {
+		t.Error("Check after closeFence let a write on")
+	}
+	start := time.Now()
+	if err := l.closeFence(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 100*time.Millisecond {
+		t.Errorf("closeFence waited %s; want until the write grace after the lost write (300ms)", waited)
+	}
+}
+
+// TestPermitCheckFollowsTheLease: a permit may be written until the Lease's
+// expiry less a tenth of its duration after the last renewal, by the
+// leader's clock, and only while the fence is open.
+func TestPermitCheckFollowsTheLease(t *testing.T) {
+	f := leaderFlags{enabled: true, namespace: "ns", name: "lease", identity: "a",
+		leaseDuration: 10 * time.Second, renewDeadline: 5 * time.Second, retryPeriod: time.Second, writeGrace: time.Second}
+	l, err := newLeadership(f, config.Env{}, prometheus.NewRegistry(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Now()
+	l.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	l.renewedAt(l.now(), time.Time{})
+	l.mu.Lock()
+	l.leading, l.writable = true, true
+	l.mu.Unlock()
+	p, err := l.AllowWrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Done(true)
+	advance(8*time.Second + 999*time.Millisecond)
+	if err := p.Check(); err != nil {
+		t.Errorf("Check 8.999s after the renewal (lease 10s, margin 1s): %v", err)
+	}
+	if _, err := l.AllowWrite(); err == nil {
+		t.Error("a new write was let through past the renew deadline")
+	}
+	advance(time.Millisecond)
+	if err := p.Check(); err == nil || !strings.Contains(err.Error(), "may expire before the write is carried out") {
+		t.Errorf("Check 9s after the renewal: %v; want a refusal", err)
 	}
 }

@@ -43,7 +43,14 @@ type leaderFlags struct {
 	leaseDuration time.Duration
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
+	writeGrace    time.Duration
 }
+
+// writeMargin is the part of the lease duration a write may not use: a
+// write must be written whole by the lease's expiry less a tenth of the
+// lease duration, by the leader's own clock, so that a clock of a standby
+// running up to 10% fast still finds the Lease held until then.
+func (l *leaderFlags) writeMargin() time.Duration { return l.leaseDuration / 10 }
 
 func (l *leaderFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&l.enabled, "leader-elect", false, "run as one of several replicas: only the holder of a Kubernetes Lease creates and deletes servers; "+
@@ -54,6 +61,8 @@ func (l *leaderFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&l.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after the leader's last renewal a standby may take the Lease over")
 	fs.DurationVar(&l.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops leading; below the lease duration")
 	fs.DurationVar(&l.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the Lease")
+	fs.DurationVar(&l.writeGrace, "leader-elect-write-grace", 5*time.Second, "the longest the Hetzner API may take to carry out a request it has received: "+
+		"a replica that takes the Lease over from another waits this long before it lists servers, and a write whose answer was lost keeps the Lease this long before it is released")
 }
 
 // check reports every problem of the leader-election flags.
@@ -71,9 +80,16 @@ func (l *leaderFlags) check() []error {
 		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline %s: must be below --leader-elect-lease-duration %s, "+
 			"so that a leader that cannot renew stops before a standby takes over", l.renewDeadline, l.leaseDuration))
 	}
+	if l.renewDeadline < l.leaseDuration && l.renewDeadline > l.leaseDuration-l.writeMargin() {
+		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline %s: must leave a tenth of --leader-elect-lease-duration %s to the writes let through last (at most %s)",
+			l.renewDeadline, l.leaseDuration, l.leaseDuration-l.writeMargin()))
+	}
 	if float64(l.renewDeadline) <= leaderelection.JitterFactor*float64(l.retryPeriod) {
 		errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline %s: must exceed %.1f × --leader-elect-retry-period %s",
 			l.renewDeadline, leaderelection.JitterFactor, l.retryPeriod))
+	}
+	if l.writeGrace < 0 {
+		errs = append(errs, fmt.Errorf("--leader-elect-write-grace %s: must not be negative", l.writeGrace))
 	}
 	if l.name == "" {
 		errs = append(errs, errors.New("--leader-elect-resource-name: must not be empty"))
@@ -162,9 +178,19 @@ type leadership struct {
 	left    *sync.Cond // broadcast when inside, writes or starting drop
 	stopped bool       // stop was called: losing the Lease is expected
 
-	renewed  time.Time // when the last successful acquire or renewal was sent; zero: never
-	writable bool      // the fence is open: set when leading starts, cleared for good by closeFence
-	writes   int       // writes let through the fence and not yet answered
+	renewed     time.Time // when the last successful acquire or renewal was sent; zero: never
+	renewedWall time.Time // the same by the wall clock, which a suspended VM's monotonic clock may not count
+	writable    bool      // the fence is open: set when leading starts, cleared for good by closeFence
+	writes      int       // writes let through the fence and not yet ended
+	// unknownUntil is when the last write whose answer was lost can no
+	// longer take effect: it ended then plus --leader-elect-write-grace.
+	// The Lease is not released before.
+	unknownUntil time.Time
+	// observed is the holder in the last Lease this replica read, and
+	// tookOver whether it acquired the Lease from another holder (not a
+	// released or new one): then it waits out the write grace first.
+	observed string
+	tookOver bool
 
 	lostCh   chan struct{} // closed when the Lease was lost while not stopping
 	lostOnce sync.Once
@@ -241,7 +267,19 @@ func newLeadership(f leaderFlags, env config.Env, reg prometheus.Registerer, log
 // freshLocked reports whether the last successful renewal was sent less
 // than the renew deadline ago, by the monotonic clock.
 func (l *leadership) freshLocked() bool {
-	return !l.renewed.IsZero() && l.now().Sub(l.renewed) < l.cfg.renewDeadline
+	return !l.renewed.IsZero() && l.sinceRenewalLocked() < l.cfg.renewDeadline
+}
+
+// sinceRenewalLocked is the time since the last successful renewal was
+// sent: by the monotonic clock, or by the wall clock when that says more
+// (a suspended VM whose monotonic clock stood still, or a wall clock set
+// forward: either way the safe side).
+func (l *leadership) sinceRenewalLocked() time.Duration {
+	d := l.now().Sub(l.renewed)
+	if !l.renewedWall.IsZero() {
+		d = max(d, time.Now().Round(0).Sub(l.renewedWall))
+	}
+	return d
 }
 
 // notLeaderLocked is why a change or a write is refused now.
@@ -249,7 +287,7 @@ func (l *leadership) notLeaderLocked() error {
 	switch {
 	case l.leading && !l.freshLocked():
 		return fmt.Errorf("%w; its last renewal of the Lease was %s ago, not within the renew deadline %s",
-			errNotLeader, l.now().Sub(l.renewed).Round(time.Millisecond), l.cfg.renewDeadline)
+			errNotLeader, l.sinceRenewalLocked().Round(time.Millisecond), l.cfg.renewDeadline)
 	case l.holder == "" || l.holder == l.identity:
 		return fmt.Errorf("%w; no leader is known yet", errNotLeader)
 	}
@@ -279,60 +317,103 @@ func (l *leadership) Enter() (func(), error) {
 
 // AllowWrite is the Cluster's write fence (hcloudscale.Fence): a request
 // that changes servers passes while the fence is open and the Lease was
-// renewed within the renew deadline.
-func (l *leadership) AllowWrite() (func(), error) {
+// renewed within the renew deadline. Its permit lets it be written until
+// the Lease's expiry less the write margin, by this replica's clock, and
+// only while the fence stays open; a write whose answer is lost holds the
+// Lease for the write grace after it ended.
+func (l *leadership) AllowWrite() (hcloudscale.Permit, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.writable {
-		return nil, fmt.Errorf("%w; it does not lead", errNotLeader)
+		return hcloudscale.Permit{}, fmt.Errorf("%w; it does not lead", errNotLeader)
 	}
 	if !l.freshLocked() {
-		return nil, l.notLeaderLocked()
+		return hcloudscale.Permit{}, l.notLeaderLocked()
 	}
 	l.writes++
+	left := l.cfg.leaseDuration - l.cfg.writeMargin() - l.sinceRenewalLocked()
 	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			l.writes--
-			if l.writes == 0 {
-				l.left.Broadcast()
-			}
-			l.mu.Unlock()
-		})
+	return hcloudscale.Permit{
+		// The transport measures by time.Now: the time left, not l.now.
+		Deadline: time.Now().Add(left),
+		Check:    l.checkWrite,
+		Done:     func(answered bool) { once.Do(func() { l.writeEnded(answered) }) },
 	}, nil
 }
 
+// checkWrite is asked before each write of a request's bytes: the fence
+// is open and the Lease's expiry less the margin is still ahead.
+func (l *leadership) checkWrite() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.writable {
+		return fmt.Errorf("%w; the fence closed", errNotLeader)
+	}
+	if since := l.sinceRenewalLocked(); since >= l.cfg.leaseDuration-l.cfg.writeMargin() {
+		return fmt.Errorf("%w; its last renewal of the Lease was %s ago: the Lease may expire before the write is carried out",
+			errNotLeader, since.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// writeEnded counts a write out; one whose answer was lost may still be
+// carried out by the API within the write grace.
+func (l *leadership) writeEnded(answered bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writes--
+	if !answered {
+		if until := l.now().Add(l.cfg.writeGrace); until.After(l.unknownUntil) {
+			l.unknownUntil = until
+		}
+		l.log.Warn("a request that changes servers ended without an answer: the Lease is kept until the API can no longer carry it out",
+			zap.Duration("write_grace", l.cfg.writeGrace))
+	}
+	l.left.Broadcast()
+}
+
 // closeFence turns every later write away and waits until the writes let
-// through have their answers, or ctx ends (an error then: a write may
-// still reach the API).
+// through have ended and those whose answer was lost are past the write
+// grace, or ctx ends (an error then: a write may still take effect).
 func (l *leadership) closeFence(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.writable = false
-	if l.writes == 0 {
-		return nil
-	}
 	stop := context.AfterFunc(ctx, func() {
 		l.mu.Lock()
 		l.left.Broadcast()
 		l.mu.Unlock()
 	})
 	defer stop()
-	for l.writes > 0 {
+	for {
+		wait := l.unknownUntil.Sub(l.now())
+		if l.writes == 0 && wait <= 0 {
+			return nil
+		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%d requests that change servers still have no answer: %w", l.writes, ctx.Err())
+			return fmt.Errorf("%d requests that change servers still in flight, %s until those without an answer can no longer take effect: %w",
+				l.writes, max(wait, 0).Round(time.Millisecond), ctx.Err())
+		}
+		if l.writes == 0 {
+			t := time.AfterFunc(wait, func() {
+				l.mu.Lock()
+				l.left.Broadcast()
+				l.mu.Unlock()
+			})
+			l.left.Wait()
+			t.Stop()
+			continue
 		}
 		l.left.Wait()
 	}
-	return nil
 }
 
-// renewedAt records a successful acquire or renewal sent at t.
-func (l *leadership) renewedAt(t time.Time) {
+// renewedAt records a successful acquire or renewal sent at t (and at
+// wall by the wall clock).
+func (l *leadership) renewedAt(t, wall time.Time) {
 	l.mu.Lock()
 	if t.After(l.renewed) {
-		l.renewed = t
+		l.renewed, l.renewedWall = t, wall
 	}
 	l.mu.Unlock()
 }
@@ -527,11 +608,23 @@ type fencedLock struct {
 	l *leadership
 }
 
+// Get reads the Lease and remembers its holder, so that an acquisition
+// knows whether it takes the Lease over from another replica.
+func (f *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := f.Interface.Get(ctx)
+	if err == nil && rec != nil {
+		f.l.mu.Lock()
+		f.l.observed = rec.HolderIdentity
+		f.l.mu.Unlock()
+	}
+	return rec, raw, err
+}
+
 func (f *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
-	sent := f.l.now()
+	sent, wall := f.l.now(), time.Now().Round(0)
 	err := f.Interface.Create(ctx, rec)
 	if err == nil && rec.HolderIdentity == f.l.identity {
-		f.l.renewedAt(sent)
+		f.l.renewedAt(sent, wall)
 	}
 	return err
 }
@@ -545,10 +638,18 @@ func (f *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 		}
 		return f.Interface.Update(ctx, rec)
 	}
-	sent := f.l.now()
+	sent, wall := f.l.now(), time.Now().Round(0)
 	err := f.Interface.Update(ctx, rec)
 	if err == nil && rec.HolderIdentity == f.l.identity {
-		f.l.renewedAt(sent)
+		f.l.mu.Lock()
+		if prev := f.l.observed; prev != "" && prev != f.l.identity {
+			// Taken over from a holder that did not release it: its
+			// writes may still be carried out.
+			f.l.tookOver = true
+		}
+		f.l.observed = rec.HolderIdentity
+		f.l.mu.Unlock()
+		f.l.renewedAt(sent, wall)
 	}
 	return err
 }
@@ -558,6 +659,9 @@ func (f *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 // changes checked against a listing from before the previous leader's
 // last creates could pass the max size.
 func (l *leadership) startLeading(ctx context.Context) {
+	if !l.waitOutOldWrites(ctx) {
+		return
+	}
 	l.log.Info("acquired the Lease; listing servers before leading")
 	for {
 		err := l.cluster.RefreshNow(ctx)
@@ -583,6 +687,28 @@ func (l *leadership) startLeading(ctx context.Context) {
 	// that this replica may change servers.
 	l.cluster.Resume()
 	l.log.Info("leading: changes are let in")
+}
+
+// waitOutOldWrites waits the write grace after taking the Lease over from
+// a replica that did not release it: a write it sent before its Lease
+// expired may be carried out until then, and the listing must show it.
+// A released Lease needs no wait: the releasing replica waited out its
+// own writes first. It reports false when ctx ended meanwhile.
+func (l *leadership) waitOutOldWrites(ctx context.Context) bool {
+	l.mu.Lock()
+	took := l.tookOver
+	l.tookOver = false
+	l.mu.Unlock()
+	if !took || l.cfg.writeGrace <= 0 {
+		return true
+	}
+	l.log.Info("took the Lease over: waiting out the previous leader's writes before listing servers", zap.Duration("write_grace", l.cfg.writeGrace))
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(l.cfg.writeGrace):
+		return true
+	}
 }
 
 // stoppedLeading runs when the elector ends, whether or not it led.

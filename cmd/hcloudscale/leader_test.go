@@ -93,13 +93,13 @@ func allowAccessReviews(kube *kubefake.Clientset, deny map[string]bool) {
 }
 
 // start runs a replica named id until the test ends or stop.
-func (e *electionEnv) start(t *testing.T, id string) *replica {
+func (e *electionEnv) start(t *testing.T, id string, extra ...string) *replica {
 	t.Helper()
-	args := []string{"--nodes", "0:5:cx23:fsn1:workers", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+	args := append([]string{"--nodes", "0:5:cx23:fsn1:workers", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
 		"--shutdown-timeout", "30s", "--leader-elect", "--leader-elect-identity", id,
 		"--leader-elect-lease-duration", testLeaseDuration.String(),
 		"--leader-elect-renew-deadline", testRenewDeadline.String(),
-		"--leader-elect-retry-period", testRetryPeriod.String()}
+		"--leader-elect-retry-period", testRetryPeriod.String()}, extra...)
 	ctx, cancel := context.WithCancel(t.Context())
 	r := &replica{t: t, id: id, cancel: cancel, stderr: &syncBuffer{}, exited: make(chan int, 1), code: -1}
 	go func() { r.exited <- runServe(ctx, args, io.Discard, r.stderr, e.env) }()
