@@ -226,7 +226,7 @@ func checkRendered(t *testing.T, objs []*unstructured.Unstructured, vals map[str
 
 	// serve's configuration package takes what the pod would read, when
 	// the chart makes the cluster config, with every --nodes pool.
-	if lookup(vals, "clusterConfig", "existingName") == "" {
+	if lookupOr(vals, "", "clusterConfig", "existingName") == "" {
 		cfg, err := loadRenderedConfig(t, objs, dep)
 		if err != nil {
 			t.Errorf("serve's configuration from the rendered pod: %v", err)
@@ -542,11 +542,18 @@ func TestReadmeInstall(t *testing.T) {
 // "README install N" in the README's order.
 func readmeInstalls(t *testing.T) map[string]values.Options {
 	t.Helper()
+	block := regexp.MustCompile("(?s)```sh\n(helm install hcloudscale charts/hcloudscale .*?)\n```")
 	readme := string(readFile(t, filepath.Join(chartDir, "README.md")))
-	cmds := regexp.MustCompile("(?s)```sh\n(helm install hcloudscale charts/hcloudscale .*?)\n```").FindAllStringSubmatch(readme, -1)
+	cmds := block.FindAllStringSubmatch(readme, -1)
 	if len(cmds) < 2 {
 		t.Fatalf("README.md has %d ```sh blocks starting with `helm install hcloudscale charts/hcloudscale`; want the minimum and the one with pools in the cluster config", len(cmds))
 	}
+	// The repository's README has the minimum too.
+	root := block.FindAllStringSubmatch(string(readFile(t, "../../README.md")), -1)
+	if len(root) != 1 {
+		t.Fatalf("the repository's README.md has %d chart install commands; want 1", len(root))
+	}
+	cmds = append(cmds, root...)
 	out := map[string]values.Options{}
 	for n, cmd := range cmds {
 		line := strings.ReplaceAll(cmd[1], "\\\n", " ")
