@@ -39,9 +39,12 @@ type k8sObject struct {
 				} `yaml:"securityContext"`
 				Affinity struct {
 					PodAntiAffinity struct {
-						Required []struct {
-							TopologyKey string `yaml:"topologyKey"`
-						} `yaml:"requiredDuringSchedulingIgnoredDuringExecution"`
+						Required  []struct{} `yaml:"requiredDuringSchedulingIgnoredDuringExecution"`
+						Preferred []struct {
+							Term struct {
+								TopologyKey string `yaml:"topologyKey"`
+							} `yaml:"podAffinityTerm"`
+						} `yaml:"preferredDuringSchedulingIgnoredDuringExecution"`
 					} `yaml:"podAntiAffinity"`
 				} `yaml:"affinity"`
 				Containers []k8sContainer `yaml:"containers"`
@@ -272,13 +275,13 @@ func TestExternalGRPCManifest(t *testing.T) {
 		}
 	}
 
-	// High availability: two replicas on different nodes, one evicted at
-	// a time.
+	// High availability: two replicas preferring different nodes (sharing
+	// one when it is the only one schedulable), one evicted at a time.
 	if dep.Spec.Replicas != 2 {
 		t.Errorf("replicas %d; want 2", dep.Spec.Replicas)
 	}
-	if r := dep.Spec.Template.Spec.Affinity.PodAntiAffinity.Required; len(r) != 1 || r[0].TopologyKey != "kubernetes.io/hostname" {
-		t.Errorf("pod anti-affinity %+v; want one replica per node", r)
+	if a := dep.Spec.Template.Spec.Affinity.PodAntiAffinity; len(a.Required) != 0 || len(a.Preferred) != 1 || a.Preferred[0].Term.TopologyKey != "kubernetes.io/hostname" {
+		t.Errorf("pod anti-affinity %+v; want one preferred (soft) term per node, none required", a)
 	}
 	if pdb := objs["PodDisruptionBudget"].Spec; pdb.MaxUnavailable == nil || *pdb.MaxUnavailable != 1 {
 		t.Errorf("PodDisruptionBudget: want maxUnavailable 1")

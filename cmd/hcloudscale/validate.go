@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,6 +63,8 @@ field and a rendering over 32 KiB are problems. A pool with labels or taints is 
 when its nodes will not get them: when its cloud-init is no template that prints them and
 the node labeller does not run (say --label-nodes when it will, as with serve --label-nodes),
 or when it has labels the kubelet may not set and the labeller does not run.
+Placeholders left in a cloud-init (capitals between double underscores, such as the
+examples' __BOOTSTRAP_TOKEN__) are a warning naming the pool and the placeholders.
 
 Flags:
 `)
@@ -161,6 +164,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, e
 			}
 		}
 		res.Warnings = append(res.Warnings, config.NodeLabelWarnings(cfg, *labelNodes)...)
+		res.Warnings = append(res.Warnings, placeholderWarnings(cfg)...)
 	}
 	if *strict {
 		for _, w := range res.Warnings {
@@ -453,4 +457,25 @@ func withClusterConfigFile(env config.Env, path string) config.Env {
 		return lookup(name)
 	}
 	return env
+}
+
+// placeholder matches the tokens example cloud-inits leave to replace,
+// such as __BOOTSTRAP_TOKEN__: capitals between double underscores.
+var placeholder = regexp.MustCompile(`__[A-Z][A-Z0-9_]*[A-Z0-9]__`)
+
+// placeholderWarnings names the placeholders left in each pool's
+// cloud-init (their names only: the cloud-init is secret): a server
+// booted with them never joins.
+func placeholderWarnings(cfg *config.Config) []string {
+	var out []string
+	for i := range cfg.Pools {
+		p := &cfg.Pools[i]
+		found := placeholder.FindAllString(string(p.CloudInit), -1)
+		if len(found) == 0 {
+			continue
+		}
+		slices.Sort(found)
+		out = append(out, fmt.Sprintf("%s: the cloud-init still has the placeholders %s: replace them, or its servers never join", poolSetting(i, p), strings.Join(slices.Compact(found), ", ")))
+	}
+	return out
 }

@@ -203,6 +203,8 @@ func TestValidateProblems(t *testing.T) {
 				t.Errorf("validate = %d, want %d; stderr:\n%s", r.code, exitFailure, r.stderr)
 			}
 			res := decodeJSON[validateResult](t, r)
+			// The example's placeholders are TestValidatePlaceholders'.
+			res.Problems = slices.DeleteFunc(res.Problems, func(p problem) bool { return strings.Contains(p.Message, "still has the placeholders") })
 			if diff := cmp.Diff(c.want, res.Problems); diff != "" {
 				t.Errorf("validate problems (-want +got):\n%s", diff)
 			}

@@ -48,28 +48,18 @@ func TestLint(t *testing.T) {
 }
 
 // TestDefaultValuesNameWhatIsMissing: the default values alone do not
-// install; the error names the values to set, one at a time as the user
-// adds them.
+// install; one error names every value to set, all at once.
 func TestDefaultValuesNameWhatIsMissing(t *testing.T) {
-	steps := []struct {
-		set     []string
-		wantErr string
-	}{
-		{nil, "nodes: no pools: set nodes"},
-		{[]string{"nodes[0]=0:10:cpx31:fsn1:workers"}, "hcloud.token or hcloud.existingSecret is required"},
-		{[]string{"hcloud.token=x"}, "clusterConfig.json or clusterConfig.existingName is required"},
-		{[]string{"clusterConfig.existingName=cluster-config"}, ""},
-	}
-	var set []string
-	for _, s := range steps {
-		set = append(set, s.set...)
-		_, err := render(t, mergeValues(t, values.Options{Values: set}))
-		switch {
-		case s.wantErr == "" && err != nil:
-			t.Errorf("--set %q: %v", set, err)
-		case s.wantErr != "" && (err == nil || !strings.Contains(err.Error(), s.wantErr)):
-			t.Errorf("--set %q: error %v; want one containing %q", set, err, s.wantErr)
+	_, err := render(t, mergeValues(t, values.Options{}))
+	for _, want := range []string{"image.repository is required", "nodes: no pools: set nodes",
+		"hcloud.token or hcloud.existingSecret is required", "clusterConfig.json or clusterConfig.existingName is required"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("default values: error %v; want one containing %q", err, want)
 		}
+	}
+	set := []string{"image.repository=registry.example.com/hcloudscale", "nodes[0]=0:10:cpx31:fsn1:workers", "hcloud.token=x", "clusterConfig.existingName=cluster-config"}
+	if _, err := render(t, mergeValues(t, values.Options{Values: set})); err != nil {
+		t.Errorf("--set %q: %v", set, err)
 	}
 }
 
@@ -102,7 +92,7 @@ func TestPoolsFromNodesOrClusterConfig(t *testing.T) {
 		{name: "not JSON", json: `{"nodeConfigs": {`, wantErr: "clusterConfig.json: not a JSON object"},
 		{name: "not JSON, with nodes", set: []string{"nodes[0]=0:1:cpx31:fsn1:w"}, json: `nodeConfigs: {}`, wantErr: "clusterConfig.json: not a JSON object"},
 		{name: "a Secret of the user's", set: []string{"clusterConfig.existingName=cc"}},
-		{name: "a Secret of the user's, and an unused value that is not JSON", set: []string{"clusterConfig.existingName=cc"}, json: "not JSON"},
+		{name: "a Secret of the user's, and a value beside it", set: []string{"clusterConfig.existingName=cc"}, json: "not JSON", wantErr: "clusterConfig.json and clusterConfig.existingName are both set"},
 		{name: "keys in another case", json: `{"NodeConfigs": {"w": {"MaxSize": 1, "ServerType": "cx22", "Location": "fsn1"}}}`, wantPools: []string{"w"}},
 		{name: "a null field", json: `{"nodeConfigs": {"w": {"minSize": null, "cloudInit": "#cloud-config\n"}}}`, wantErr: "nodes: no pools"},
 		{name: "a null field as YAML", json: map[string]any{"nodeConfigs": map[string]any{"w": map[string]any{"maxSize": nil}}}, wantErr: "nodes: no pools"},
@@ -236,7 +226,7 @@ func checkRendered(t *testing.T, objs []*unstructured.Unstructured, vals map[str
 
 	// serve's configuration package takes what the pod would read, when
 	// the chart makes the cluster config, with every --nodes pool.
-	if lookup(vals, "clusterConfig", "existingName") == "" {
+	if lookupOr(vals, "", "clusterConfig", "existingName") == "" {
 		cfg, err := loadRenderedConfig(t, objs, dep)
 		if err != nil {
 			t.Errorf("serve's configuration from the rendered pod: %v", err)
@@ -552,11 +542,18 @@ func TestReadmeInstall(t *testing.T) {
 // "README install N" in the README's order.
 func readmeInstalls(t *testing.T) map[string]values.Options {
 	t.Helper()
+	block := regexp.MustCompile("(?s)```sh\n(helm install hcloudscale charts/hcloudscale .*?)\n```")
 	readme := string(readFile(t, filepath.Join(chartDir, "README.md")))
-	cmds := regexp.MustCompile("(?s)```sh\n(helm install hcloudscale charts/hcloudscale .*?)\n```").FindAllStringSubmatch(readme, -1)
+	cmds := block.FindAllStringSubmatch(readme, -1)
 	if len(cmds) < 2 {
 		t.Fatalf("README.md has %d ```sh blocks starting with `helm install hcloudscale charts/hcloudscale`; want the minimum and the one with pools in the cluster config", len(cmds))
 	}
+	// The repository's README has the minimum too.
+	root := block.FindAllStringSubmatch(string(readFile(t, "../../README.md")), -1)
+	if len(root) != 1 {
+		t.Fatalf("the repository's README.md has %d chart install commands; want 1", len(root))
+	}
+	cmds = append(cmds, root...)
 	out := map[string]values.Options{}
 	for n, cmd := range cmds {
 		line := strings.ReplaceAll(cmd[1], "\\\n", " ")

@@ -89,6 +89,17 @@ func TestServerSideDryRun(t *testing.T) {
 		Values: []string{"metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true", "metrics.grafanaDashboard.enabled=true",
 			"networkPolicy.enabled=true", "networkPolicy.clientPodSelector.matchLabels.app=cluster-autoscaler"},
 	}
+	// The knobs of the official cluster-autoscaler chart, and an
+	// autoscaler in another namespace.
+	cases["minimal with every knob"] = values.Options{
+		ValueFiles: []string{filepath.Join(chartDir, "ci", "minimal-values.yaml")},
+		Values: []string{"metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.namespace=scaler-leases",
+			"metrics.serviceMonitor.relabelings[0].targetLabel=cluster", "metrics.serviceMonitor.relabelings[0].replacement=prod",
+			"additionalLabels.team=infra", "deployment.annotations.a=b", "revisionHistoryLimit=3", "image.digest=sha256:" + strings.Repeat("0", 64),
+			"extraVolumes[0].name=extra", "extraVolumes[0].emptyDir.medium=Memory", "extraVolumeMounts[0].name=extra", "extraVolumeMounts[0].mountPath=/extra",
+			"autoscaler.namespace=scaler-leases", "tls.certManager.issuerRef.name=shared", "tls.certManager.issuerRef.kind=ClusterIssuer",
+			"networkPolicy.enabled=true", "networkPolicy.clientPodSelector.matchLabels.app=cluster-autoscaler"},
+	}
 	applied := map[string]bool{}
 	for name, opts := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -102,6 +113,18 @@ func TestServerSideDryRun(t *testing.T) {
 			s.Apply(t, []byte(manifest), apiserver.DryRun())
 		})
 	}
+	// The longest names: a 53-character release (helm's limit) in a
+	// 63-character namespace.
+	t.Run("long names", func(t *testing.T) {
+		ns := strings.Repeat("n", 63)
+		s.Apply(t, []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+ns+"\n"))
+		manifest, err := renderChart(t, loadChart(t), strings.Repeat("r", 53), ns,
+			mergeValues(t, values.Options{ValueFiles: []string{filepath.Join(chartDir, "ci", "minimal-values.yaml")}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Apply(t, []byte(manifest), apiserver.DryRun())
+	})
 	for _, kind := range []string{"Deployment", "Service", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding",
 		"PodDisruptionBudget", "NetworkPolicy", "ConfigMap", "Secret", "Issuer", "Certificate", "ServiceMonitor", "PrometheusRule"} {
 		if !applied[kind] {

@@ -69,6 +69,10 @@ func renderIn(t *testing.T, namespace string, vals map[string]any) (string, erro
 	return renderChart(t, loadChart(t), releaseName, namespace, vals)
 }
 
+// withCRDAPIs are the API versions of the CRDs the chart's objects use.
+var withCRDAPIs = []string{"cert-manager.io/v1", "cert-manager.io/v1/Certificate", "cert-manager.io/v1/Issuer",
+	"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}
+
 // renderChart renders any chart as release name in namespace.
 func renderChart(t *testing.T, ch *chartv2.Chart, name, namespace string, vals map[string]any) (string, error) {
 	t.Helper()
@@ -83,6 +87,9 @@ func renderChart(t *testing.T, ch *chartv2.Chart, name, namespace string, vals m
 		t.Fatal(err)
 	}
 	install.KubeVersion = kv
+	// The CRDs of cert-manager and prometheus-operator, as on a cluster
+	// that has them (the chart refuses cert-manager certificates without).
+	install.APIVersions = withCRDAPIs
 	rel, err := install.Run(ch, vals)
 	if err != nil {
 		return "", err

