@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -103,6 +104,8 @@ type envOptions struct {
 	callTimeout time.Duration
 	// gate is the server's WithGate; nil lets every call in.
 	gate externalgrpc.Gate
+	// logger is the server's WithLogger; nil logs to the test.
+	logger *zap.Logger
 }
 
 func newEnv(t *testing.T, eo envOptions) *env {
@@ -168,6 +171,9 @@ func newEnv(t *testing.T, eo envOptions) *env {
 		}
 	})
 
+	if eo.logger != nil {
+		log = eo.logger
+	}
 	srv := externalgrpc.NewServer(e.cluster, externalgrpc.WithLogger(log), externalgrpc.WithRegisterer(e.reg),
 		externalgrpc.WithCallTimeout(eo.callTimeout), externalgrpc.WithGate(eo.gate))
 	gs := grpc.NewServer(srv.ServerOptions(eo.serverTLS)...)
@@ -316,9 +322,26 @@ func newPKI(t testing.TB) *pki {
 	return p
 }
 
-// issue signs a leaf certificate for 127.0.0.1 and writes it and its key
-// to <name>.crt and <name>.key; it returns the two paths.
+// issue signs a leaf certificate for 127.0.0.1, valid for an hour either
+// side of now, and writes it and its key to <name>.crt and <name>.key; it
+// returns the two paths.
 func (p *pki) issue(t testing.TB, name string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
+	t.Helper()
+	now := time.Now()
+	return p.write(t, name, p.sign(t, leafSpec{commonName: name, usage: usage, notBefore: now.Add(-time.Hour), notAfter: now.Add(time.Hour)}))
+}
+
+// leafSpec is what sign puts into a leaf certificate besides 127.0.0.1.
+type leafSpec struct {
+	commonName          string
+	dnsNames, uris      []string
+	usage               x509.ExtKeyUsage
+	notBefore, notAfter time.Time
+}
+
+// sign issues a leaf certificate of the CA with a new key, as
+// cert-manager renews with rotationPolicy Always.
+func (p *pki) sign(t testing.TB, spec leafSpec) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -327,23 +350,42 @@ func (p *pki) issue(t testing.TB, name string, usage x509.ExtKeyUsage) (certFile
 	p.serial++
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(p.serial),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
+		Subject:      pkix.Name{CommonName: spec.commonName},
+		NotBefore:    spec.notBefore,
+		NotAfter:     spec.notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		ExtKeyUsage:  []x509.ExtKeyUsage{spec.usage},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		DNSNames:     spec.dnsNames,
+	}
+	for _, u := range spec.uris {
+		parsed, err := url.Parse(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.URIs = append(tmpl.URIs, parsed)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
+}
+
+// write writes c and its key to <name>.crt and <name>.key and returns
+// the two paths.
+func (p *pki) write(t testing.TB, name string, c tls.Certificate) (certFile, keyFile string) {
+	t.Helper()
+	keyDER, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	certFile, keyFile = filepath.Join(p.dir, name+".crt"), filepath.Join(p.dir, name+".key")
-	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, certFile, "CERTIFICATE", c.Certificate[0])
 	writePEM(t, keyFile, "PRIVATE KEY", keyDER)
 	return certFile, keyFile
 }

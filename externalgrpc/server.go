@@ -47,6 +47,8 @@ type Server struct {
 	log         *zap.Logger
 	callTimeout time.Duration
 	metrics     *rpcMetrics
+	tls         *tlsMetrics
+	handshakes  *handshakeLog
 	gate        Gate // nil: every call may change the cluster
 	// groups holds, per pool name, the parts of answers that change only
 	// with the Cluster's configuration: rebuilt when its generation moves.
@@ -97,8 +99,11 @@ func WithLogger(l *zap.Logger) Option {
 
 // WithRegisterer registers the RPC metrics of [Server.UnaryInterceptor]
 // (hcloudscale_externalgrpc_requests_total and
-// hcloudscale_externalgrpc_request_duration_seconds) with reg. A second
-// Server on the same registerer reuses them.
+// hcloudscale_externalgrpc_request_duration_seconds) and the TLS metrics
+// of [Server.ServerOptions] (hcloudscale_tls_handshake_failures_total by
+// reason and hcloudscale_tls_certificate_expiry_timestamp_seconds by cert,
+// server or client) with reg. A second Server on the same registerer
+// reuses them.
 func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(o *options) { o.registerer = reg }
 }
@@ -130,8 +135,10 @@ func NewServer(cluster *hcloudscale.Cluster, opts ...Option) *Server {
 		log:         o.logger.Named("externalgrpc"),
 		callTimeout: o.callTimeout,
 		metrics:     newRPCMetrics(o.registerer),
+		tls:         newTLSMetrics(o.registerer),
 		gate:        o.gate,
 	}
+	s.handshakes = newHandshakeLog(s.log)
 	s.groupSet()
 	return s
 }
@@ -337,7 +344,8 @@ func clampInt32(n int) int32 {
 
 // ServerOptions are the grpc.ServerOptions for serving s: interceptors
 // (run first, in order) followed by its own, the transport credentials of
-// tlsConfig (nil: plaintext), [DefaultLimits], and settings for many small
+// tlsConfig (nil: plaintext), which count and log refused handshakes and
+// report the certificates' expiry (see [WithRegisterer]), [DefaultLimits], and settings for many small
 // calls on few connections: a codec that decodes only what the calls the
 // autoscaler makes per node read (see codec.go) and a worker goroutine
 // per CPU instead of a new goroutine per call. Serve on a listener
@@ -351,7 +359,8 @@ func (s *Server) ServerOptions(tlsConfig *tls.Config, interceptors ...grpc.Unary
 	}
 	opts = append(opts, DefaultLimits.ServerOptions()...)
 	if tlsConfig != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConfig)))
+		s.tls.expiry.server.Store(tlsConfig)
+		opts = append(opts, grpc.Creds(&observedCreds{TransportCredentials: credentials.NewTLS(tlsConfig), m: s.tls, log: s.handshakes}))
 	}
 	return opts
 }

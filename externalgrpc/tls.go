@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 )
 
@@ -13,14 +14,19 @@ import (
 // expects: the server presents certFile/keyFile and demands a client
 // certificate that verifies against clientCAFile (mutual TLS). The
 // autoscaler has no server-only TLS mode, and without client verification
-// anyone who reaches the port could create and delete servers.
+// anyone who reaches the port could create and delete servers. With
+// [WithClientNames] the client certificate must also name one of the
+// given identities.
 //
 // The files are read now, so that a mistake is reported at start-up, and
 // read again at a handshake after any of them changed (size or
 // modification time), so certificates that cert-manager renews in a
 // mounted Secret take effect without a restart. A half-written renewal
 // keeps the previous configuration until the files agree again.
-func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+//
+// A refused client fails the handshake with a [*ClientCertError] naming
+// the reason; [Server.ServerOptions] counts and logs it.
+func ServerTLSConfig(certFile, keyFile, clientCAFile string, opts ...TLSOption) (*tls.Config, error) {
 	var errs []error
 	for _, f := range []struct{ name, value string }{
 		{"certificate", certFile}, {"key", keyFile}, {"client CA", clientCAFile},
@@ -29,10 +35,21 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 			errs = append(errs, fmt.Errorf("tls: %s file is not set", f.name))
 		}
 	}
+	var o tlsOptions
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	for i, n := range o.names {
+		if strings.TrimSpace(n) == "" {
+			errs = append(errs, fmt.Errorf("tls: client name %d is empty", i+1))
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	r := &tlsReloader{certFile: certFile, keyFile: keyFile, caFile: clientCAFile}
+	r := &tlsReloader{certFile: certFile, keyFile: keyFile, caFile: clientCAFile, names: o.names}
 	if _, err := r.current(); err != nil {
 		return nil, err
 	}
@@ -44,9 +61,26 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error
 	}, nil
 }
 
+// TLSOption configures [ServerTLSConfig].
+type TLSOption func(*tlsOptions)
+
+type tlsOptions struct {
+	names []string
+}
+
+// WithClientNames accepts only client certificates that carry one of
+// names as a DNS name or a URI in their subject alternative names. A
+// shared issuer then cannot mint a certificate that drives the pools
+// unless it also names the autoscaler. Without it any certificate of the
+// client CA is accepted.
+func WithClientNames(names ...string) TLSOption {
+	return func(o *tlsOptions) { o.names = append(o.names, names...) }
+}
+
 // tlsReloader rebuilds the server's TLS configuration when its files change.
 type tlsReloader struct {
 	certFile, keyFile, caFile string
+	names                     []string
 
 	// mu guards stamp and cfg: the file state cfg was built from.
 	mu    sync.Mutex
@@ -102,10 +136,14 @@ func (r *tlsReloader) load() (*tls.Config, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	// crypto/tls would refuse a bad client certificate without saying why;
+	// verifyClient does the same checks and names the reason.
+	v := clientVerifier{roots: pool, names: r.names}
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    pool,
+		MinVersion:       tls.VersionTLS12,
+		Certificates:     []tls.Certificate{cert},
+		ClientAuth:       tls.RequestClientCert,
+		ClientCAs:        pool,
+		VerifyConnection: v.verify,
 	}, nil
 }

@@ -25,6 +25,7 @@ type serveFlags struct {
 	nodes                        *stringsFlag
 	listen                       string
 	tlsCert, tlsKey, tlsClientCA string
+	tlsClientNames               stringsFlag
 	insecure                     bool
 	healthListen                 string
 	metricsListen                string
@@ -48,6 +49,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM file of the server certificate (mutual TLS; with --tls-key and --tls-client-ca)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM file of the server certificate's private key")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM file of the CA that signs the autoscaler's client certificate; clients without one are refused")
+	fs.Var(&f.tlsClientNames, "tls-client-name", "accept only client certificates that carry this `name` as a DNS or URI subject alternative name (repeatable); without it any certificate of --tls-client-ca may drive the pools")
 	fs.BoolVar(&f.insecure, "insecure", false, "allow plaintext on a non-loopback --listen address: anyone who reaches it can create and delete servers")
 	fs.StringVar(&f.healthListen, "health-listen", "", "extra plaintext address serving only the gRPC health service, for kubelet gRPC probes, which cannot do mutual TLS (empty: none)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":8085", "address of the Prometheus /metrics endpoint (empty: none)")
@@ -117,6 +119,8 @@ func (f *serveFlags) check() error {
 	switch {
 	case set != 0 && set != 3:
 		errs = append(errs, errors.New("--tls-cert, --tls-key and --tls-client-ca go together: the autoscaler speaks mutual TLS only"))
+	case !tlsOn && len(f.tlsClientNames) > 0:
+		errs = append(errs, errors.New("--tls-client-name needs --tls-cert, --tls-key and --tls-client-ca"))
 	case tlsOn && f.insecure:
 		errs = append(errs, errors.New("--insecure contradicts --tls-cert, --tls-key and --tls-client-ca"))
 	case !tlsOn && !f.insecure && f.listen != "" && !loopback(f.listen):
@@ -187,8 +191,12 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 	}
 	var serverTLS *tls.Config
 	if f.tlsCert != "" {
-		if serverTLS, err = externalgrpc.ServerTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA); err != nil {
+		if serverTLS, err = externalgrpc.ServerTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA,
+			externalgrpc.WithClientNames(f.tlsClientNames...)); err != nil {
 			return err
+		}
+		if len(f.tlsClientNames) == 0 && !loopback(f.listen) {
+			log.Warn("any client certificate of --tls-client-ca may create and delete servers: set --tls-client-name to the autoscaler's certificate's name, above all with a shared issuer")
 		}
 	}
 	// Listen before the API checks, so a busy port fails at once.

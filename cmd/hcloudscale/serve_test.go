@@ -88,6 +88,7 @@ func TestServeFlagValidation(t *testing.T) {
 		{"host name without TLS", []string{nodes, "--listen", "hcloudscale.kube-system.svc:8086"}, exitUsage, []string{"is not a loopback address"}},
 		{"listen without port", []string{nodes, "--listen", "127.0.0.1"}, exitUsage, []string{`--listen "127.0.0.1": want host:port`}},
 		{"TLS incomplete", []string{nodes, "--tls-cert", "tls.crt", "--tls-key", "tls.key"}, exitUsage, []string{"go together"}},
+		{"client name without TLS", []string{nodes, "--tls-client-name", "cluster-autoscaler"}, exitUsage, []string{"--tls-client-name needs --tls-cert"}},
 		{"TLS and insecure", []string{nodes, "--tls-cert", "a", "--tls-key", "b", "--tls-client-ca", "c", "--insecure"}, exitUsage, []string{"--insecure contradicts"}},
 		{"bad log settings and timeouts, all reported", []string{nodes, "--log-level", "loud", "--log-format", "xml", "--shutdown-timeout", "0s", "--metrics-listen", "8085",
 			"--list-ttl", "0s", "--poll-interval", "-1s"},
@@ -176,7 +177,7 @@ func testServeLifecycle(t *testing.T, mtls bool) {
 	var noCertCreds credentials.TransportCredentials
 	if mtls {
 		p := newTestPKI(t)
-		args = append(args, "--tls-cert", p.serverCert, "--tls-key", p.serverKey, "--tls-client-ca", p.caFile)
+		args = append(args, "--tls-cert", p.serverCert, "--tls-key", p.serverKey, "--tls-client-ca", p.caFile, "--tls-client-name", testClientName)
 		clientCreds = credentials.NewTLS(&tls.Config{RootCAs: p.roots, Certificates: []tls.Certificate{p.client}, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
 		noCertCreds = credentials.NewTLS(&tls.Config{RootCAs: p.roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
 	}
@@ -230,6 +231,8 @@ func testServeLifecycle(t *testing.T, mtls bool) {
 		if status.Code(err) != codes.Unavailable {
 			t.Errorf("NodeGroups without a client certificate: %v; want Unavailable", err)
 		}
+		waitForMetric(t, "http://"+serving["metrics_listen"].(string)+"/metrics", `hcloudscale_tls_handshake_failures_total{reason="no_certificate"} 1`)
+		waitForMetric(t, "http://"+serving["metrics_listen"].(string)+"/metrics", `hcloudscale_tls_certificate_expiry_timestamp_seconds{cert="server"}`)
 	}
 
 	metrics := get(t, "http://"+serving["metrics_listen"].(string)+"/metrics")
@@ -334,6 +337,10 @@ type testPKI struct {
 	client                        tls.Certificate
 }
 
+// testClientName is the DNS name of newTestPKI's certificates, the one
+// --tls-client-name accepts.
+const testClientName = "cluster-autoscaler.test"
+
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
 	dir := t.TempDir()
@@ -364,7 +371,7 @@ func newTestPKI(t *testing.T) *testPKI {
 		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "leaf"},
 			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{testClientName}}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
 			t.Fatal(err)
@@ -390,5 +397,18 @@ func writeFile(t *testing.T, name string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(name, data, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitForMetric fetches url until its text contains want, for up to 5 s:
+// a refused handshake is counted just after the client sees the refusal.
+func waitForMetric(t *testing.T, url, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(get(t, url), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics do not contain %q", want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
