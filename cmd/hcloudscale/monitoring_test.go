@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,7 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v2"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
@@ -43,13 +44,17 @@ func servedMetricNames(t *testing.T) map[string]bool {
 		config.EnvEndpoint:          fake.URL(),
 		config.EnvClusterConfigFile: "/etc/hcloudscale/cluster-config.json",
 	}, map[string]string{"/etc/hcloudscale/cluster-config.json": string(doc)})
+	// With mutual TLS, as deployed, so that the certificate metrics are
+	// exposed too.
+	p := newTestPKI(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	stderr := &syncBuffer{}
 	exited := make(chan int, 1)
 	go func() {
 		exited <- runServe(ctx, []string{"--nodes", "0:3:cx23:fsn1:workers", "--nodes", "0:3:cpx21:nbg1:spot",
-			"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, io.Discard, stderr, env)
+			"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+			"--tls-cert", p.serverCert, "--tls-key", p.serverKey, "--tls-client-ca", p.caFile, "--tls-client-name", testClientName}, io.Discard, stderr, env)
 	}()
 	defer func() {
 		cancel()
@@ -60,11 +65,23 @@ func servedMetricNames(t *testing.T) map[string]bool {
 		}
 	}()
 	serving := waitForLog(t, stderr, exited, "serving")
-	conn, err := grpc.NewClient(serving["listen"].(string), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := func(certs ...tls.Certificate) grpc.DialOption {
+		return grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: p.roots, Certificates: certs, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}))
+	}
+	conn, err := grpc.NewClient(serving["listen"].(string), creds(p.client))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
+	// A client without a certificate: its refused handshake is counted.
+	if refused, err := grpc.NewClient(serving["listen"].(string), creds()); err == nil {
+		_, _ = protos.NewCloudProviderClient(refused).Refresh(func() context.Context {
+			c, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			t.Cleanup(cancel)
+			return c
+		}(), &protos.RefreshRequest{})
+		_ = refused.Close()
+	}
 	client := protos.NewCloudProviderClient(conn)
 	call := func() context.Context {
 		c, cancel := context.WithTimeout(t.Context(), 5*time.Second)

@@ -184,10 +184,6 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader, configPools bool) {
 			a = name + "=127.0.0.1:0"
 		case "--tls-cert", "--tls-key", "--tls-client-ca":
 			a = name + "=" + remap(value)
-		case "--tls-client-name":
-			if !serveHasFlag(t, "tls-client-name") {
-				continue
-			}
 		case "--shutdown-timeout", "--drain-timeout":
 			a = name + "=5s"
 		}
@@ -528,13 +524,7 @@ func TestServeAcceptsRenderedArgs(t *testing.T) {
 	for name, opts := range cases {
 		t.Run(name, func(t *testing.T) {
 			dep := one[*appsv1.Deployment](t, mustRender(t, mergeValues(t, opts)), "Deployment")
-			var args []string
-			for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
-				if strings.HasPrefix(a, "--tls-client-name=") && !serveHasFlag(t, "tls-client-name") {
-					continue
-				}
-				args = append(args, a)
-			}
+			args := dep.Spec.Template.Spec.Containers[0].Args
 			code, out := run(args)
 			if code != 1 || !strings.Contains(out, "configuration") || strings.Contains(out, "--help") {
 				t.Errorf("serve %q: exit code %d; want 1 at the configuration, after the flags passed; output:\n%s", args, code, out)
@@ -628,18 +618,6 @@ type testCerts struct {
 	serverCert, serverKey []byte
 	client                tls.Certificate
 	pool                  *x509.CertPool
-}
-
-// serveHasFlag reports whether serve knows --name: --tls-client-name
-// arrives with serve's identity check; until then the tests leave it out.
-func serveHasFlag(t *testing.T, name string) bool {
-	t.Helper()
-	out, _ := exec.Command(buildServe(t), "serve", "--help").CombinedOutput()
-	if !strings.Contains(string(out), "-"+name+" ") {
-		t.Logf("serve has no --%s yet: left out of the rendered arguments", name)
-		return false
-	}
-	return true
 }
 
 // clientCertName is the DNS name of the chart's client Certificate.
