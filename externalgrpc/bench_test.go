@@ -159,10 +159,17 @@ type benchServer struct {
 	addr   string
 }
 
-func startBenchServer(b *testing.B, fake *hcloudtest.Server, tlsDir string, protoCodec bool) *benchServer {
+// startBenchServer starts the server process; env is added to the
+// parent's environment less GOMAXPROCS.
+func startBenchServer(b *testing.B, fake *hcloudtest.Server, tlsDir string, protoCodec bool, env ...string) *benchServer {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), benchServeEnv+"="+tlsDir,
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOMAXPROCS=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(append(cmd.Env, env...), benchServeEnv+"="+tlsDir,
 		benchServeEnv+"_ENDPOINT="+fake.URL(), benchServeEnv+"_TOKEN="+fake.Token())
 	if protoCodec {
 		cmd.Env = append(cmd.Env, benchServeEnv+"_PROTO_CODEC=1")

@@ -23,7 +23,7 @@ import (
 // cluster-autoscaler chart that cluster-autoscaler-values.yaml uses, as
 // that chart documents them (its README's Values table).
 var officialChartKeys = []string{
-	"autoDiscovery", "cloudProvider", "containerSecurityContext", "extraArgs", "extraVolumeMounts",
+	"autoDiscovery", "cloudProvider", "containerSecurityContext", "deployment", "extraArgs", "extraVolumeMounts",
 	"extraVolumeSecrets", "extraVolumes", "image", "priorityClassName", "resources", "securityContext",
 }
 
