@@ -17,8 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
@@ -512,5 +515,51 @@ func TestPermitCheckFollowsTheLease(t *testing.T) {
 	advance(time.Millisecond)
 	if err := p.Check(); err == nil || !strings.Contains(err.Error(), "may expire before the write is carried out") {
 		t.Errorf("Check 9s after the renewal: %v; want a refusal", err)
+	}
+}
+
+// TestTakeOverWaitsAfterARestartWithTheSameIdentity: a container restart
+// keeps the pod's name, so the new process finds the Lease held by its
+// own identity; the previous process's writes may still be carried out,
+// so it takes the Lease over with the write grace, as from another
+// replica. Its own later renewals are no take-over.
+func TestTakeOverWaitsAfterARestartWithTheSameIdentity(t *testing.T) {
+	f := leaderFlags{enabled: true, namespace: "ns", name: "lease", identity: "a",
+		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second, writeGrace: time.Second}
+	l, err := newLeadership(f, config.Env{}, prometheus.NewRegistry(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubefake.NewClientset()
+	lock := &fencedLock{Interface: &resourcelock.LeaseLock{
+		LeaseMeta: metav1.ObjectMeta{Name: "lease", Namespace: "ns"}, Client: kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: "a"},
+	}, l: l}
+	ctx := t.Context()
+	held := resourcelock.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15,
+		AcquireTime: metav1.Now(), RenewTime: metav1.Now()}
+	// The previous process of this pod holds it.
+	if err := lock.Interface.Create(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	renew := func() bool {
+		t.Helper()
+		if _, _, err := lock.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := lock.Update(ctx, held); err != nil {
+			t.Fatal(err)
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		took := l.tookOver
+		l.tookOver = false
+		return took
+	}
+	if !renew() {
+		t.Error("the first acquisition of a Lease held by this identity before a restart is no take-over; want one")
+	}
+	if renew() {
+		t.Error("a renewal by this process counted as a take-over")
 	}
 }

@@ -642,9 +642,11 @@ func (f *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 	err := f.Interface.Update(ctx, rec)
 	if err == nil && rec.HolderIdentity == f.l.identity {
 		f.l.mu.Lock()
-		if prev := f.l.observed; prev != "" && prev != f.l.identity {
-			// Taken over from a holder that did not release it: its
-			// writes may still be carried out.
+		if prev := f.l.observed; prev != "" && (prev != f.l.identity || f.l.renewed.IsZero()) {
+			// Taken over from a holder that did not release it (another
+			// replica, or this one before a restart of its container,
+			// which keeps the pod's name): its writes may still be
+			// carried out.
 			f.l.tookOver = true
 		}
 		f.l.observed = rec.HolderIdentity
