@@ -28,6 +28,9 @@ type ClusterConfig struct {
 	// CloudInitTemplate makes every pool's cloudInit a template unless the
 	// pool says otherwise; nil: key absent.
 	CloudInitTemplate *bool
+	// Replace is the top-level replace object, with the defaults filled
+	// in; nil: key absent.
+	Replace *ClusterReplace
 
 	// Warnings are problems that do not stop loading, such as an empty image
 	// spec or upstream's internal keys.
@@ -56,6 +59,9 @@ type NodeConfig struct {
 	MaxPods           int // 0: unset
 	Reserved          Reserved
 	Autoscaling       *Autoscaling // nil: key absent
+	// Replace is the pool's replace object with the defaults filled in
+	// (the pool's Pool.Replace); nil: key absent.
+	Replace *Replace
 }
 
 // ParseClusterConfig parses and checks a cluster-config document (plain
@@ -121,6 +127,9 @@ func (p *problems) clusterConfig(data []byte) (*ClusterConfig, error) {
 			if b, ok := p.boolean(path, raw); ok {
 				cc.CloudInitTemplate = &b
 			}
+		},
+		"replace": func(path string, raw json.RawMessage) {
+			cc.Replace = p.clusterReplace(path, raw)
 		},
 		"isUsingNewFormat": func(path string, _ json.RawMessage) {
 			p.warnf(path, "ignored: an internal field of the upstream provider, which ignored it too")
@@ -265,6 +274,9 @@ func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 		},
 		"autoscaling": func(path string, raw json.RawMessage) {
 			nc.Autoscaling = p.autoscaling(path, raw)
+		},
+		"replace": func(path string, raw json.RawMessage) {
+			nc.Replace = p.replace(path, raw)
 		},
 	})
 	if nc.MinSize != nil && nc.MaxSize != nil && *nc.MinSize > *nc.MaxSize {

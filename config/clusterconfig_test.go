@@ -126,6 +126,7 @@ func TestParseClusterConfigValues(t *testing.T) {
 	  "defaultSubnetIPRange": "10.0.0.0/16",
 	  "isUsingNewFormat": true,
 	  "legacyConfig": {"cloudInit": "x", "imageName": "y"},
+	  "replace": {"maxInFlight": 3, "removedPools": true, "paused": false, "windows": [{"schedule": "0 2 * * 1-5", "duration": "3h", "timeZone": "Europe/Berlin"}]},
 	  "nodeConfigs": {
 	    "pool1": {
 	      "cloudInit": "#cloud-config",
@@ -148,6 +149,18 @@ func TestParseClusterConfigValues(t *testing.T) {
 	        "zeroOrMaxNodeScaling": true,
 	        "allowNonAtomicScaleUpToMax": false,
 	        "ignoreDaemonSetsUtilization": true
+	      },
+	      "replace": {
+	        "drift": ["image", "user_data"],
+	        "expireAfter": "720h",
+	        "expireJitter": "24h",
+	        "maxSurge": 0,
+	        "maxInFlight": 2,
+	        "joinTimeout": "20m",
+	        "drainTimeout": "30m",
+	        "retryAfter": "2h",
+	        "windows": [{"schedule": "0 23 * * *", "duration": "2h"}],
+	        "paused": true
 	      }
 	    },
 	    "pool2": {"labels": null, "autoscaling": {}, "taints": [{"key": "k", "effect": "NoExecute", "timeAdded": "2024-01-01T00:00:00Z"}]}
@@ -164,6 +177,10 @@ func TestParseClusterConfigValues(t *testing.T) {
 		ClusterName:          "prod",
 		ImagesForArch:        &ImagesForArch{AMD64: "ubuntu-24.04", ARM64: "k8s=arm,version in (1, 2)"},
 		DefaultSubnetIPRange: netip.MustParsePrefix("10.0.0.0/16"),
+		Replace: &ClusterReplace{
+			MaxInFlight: 3, RemovedPools: true,
+			Windows: []Window{{Schedule: "0 2 * * 1-5", Duration: 3 * time.Hour, TimeZone: "Europe/Berlin"}},
+		},
 		NodeConfigs: map[string]*NodeConfig{
 			"pool1": {
 				CloudInit:    "#cloud-config",
@@ -193,6 +210,14 @@ func TestParseClusterConfigValues(t *testing.T) {
 					ZeroOrMaxNodeScaling:             b(true),
 					AllowNonAtomicScaleUpToMax:       b(false),
 					IgnoreDaemonSetsUtilization:      b(true),
+				},
+				Replace: &Replace{
+					Drift:       []string{"image", "user_data"},
+					ExpireAfter: 720 * time.Hour, ExpireJitter: 24 * time.Hour,
+					MaxSurge: 0, MaxInFlight: 2,
+					JoinTimeout: 20 * time.Minute, DrainTimeout: 30 * time.Minute, RetryAfter: 2 * time.Hour,
+					Windows: []Window{{Schedule: "0 23 * * *", Duration: 2 * time.Hour}},
+					Paused:  true,
 				},
 			},
 			"pool2": {Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoExecute}}},

@@ -109,6 +109,7 @@
 //	  "cloudInitTemplate": true,              // new, optional
 //	  "imagesForArch": {"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04"},
 //	  "defaultSubnetIPRange": "10.0.0.0/16",
+//	  "replace": {"maxInFlight": 2, "removedPools": true},  // new, optional
 //	  "nodeConfigs": {
 //	    "pool1": {
 //	      "serverType": "cpx31",                // new: the --nodes fields,
@@ -126,7 +127,9 @@
 //	      "placementGroup": "pool1-spread",
 //	      "maxPods": 110,                       // new
 //	      "reserved": {"cpu": "100m", "memory": "512Mi", "ephemeral-storage": "1Gi"}, // new
-//	      "autoscaling": {"scaleDownUtilizationThreshold": 0.5, "scaleDownUnneededTime": "10m"} // new
+//	      "autoscaling": {"scaleDownUtilizationThreshold": 0.5, "scaleDownUnneededTime": "10m"}, // new
+//	      "replace": {"drift": ["image", "user_data"], "expireAfter": "720h", // new
+//	                  "windows": [{"schedule": "0 2 * * 1-5", "duration": "3h", "timeZone": "Europe/Berlin"}]}
 //	    }
 //	  }
 //	}
@@ -215,6 +218,18 @@
 //     such as "10m"), zeroOrMaxNodeScaling, allowNonAtomicScaleUpToMax and
 //     ignoreDaemonSetsUtilization (booleans). Unset options keep the
 //     autoscaler's defaults.
+//   - replace (new, in a pool entry and at the top level): the node
+//     lifecycle, read into [Pool.Replace] and [Config.Replace] with the
+//     defaults filled in; docs/keeping-nodes-current.md describes it. A
+//     pool's object: drift, a list of [DriftReasons] without repeats;
+//     expireAfter, at least [MinReplaceExpireAfter]; expireJitter, 0 to
+//     expireAfter, only with expireAfter (default a tenth of it); maxSurge,
+//     0 to [MaxReplaceBudget]; maxInFlight, 1 to [MaxReplaceBudget];
+//     joinTimeout, drainTimeout and retryAfter, positive; windows; paused.
+//     An object with neither drift nor expireAfter replaces nothing (a
+//     warning). The top-level object: maxInFlight, removedPools, windows,
+//     paused. A window is {"schedule", "duration", "timeZone"}, checked by
+//     [ParseWindow]; durations are Go durations such as "720h".
 //
 // # Cloud-init templates
 //

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,6 +142,7 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 		PublicIPv6:      DefaultPublicIPv6,
 		CreationTimeout: DefaultCreationTimeout,
 		DefaultImage:    DefaultImage,
+		Replace:         ClusterReplace{MaxInFlight: DefaultClusterReplaceMaxInFlight},
 	}
 
 	cfg.Token = p.token(env)
@@ -198,6 +200,10 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 			cfg.Images = *cc.ImagesForArch
 		}
 		cfg.DefaultSubnetIPRange = cc.DefaultSubnetIPRange
+		if cc.Replace != nil {
+			cfg.Replace = *cc.Replace
+			cfg.Replace.Windows = slices.Clone(cc.Replace.Windows)
+		}
 	}
 	cfg.Pools = p.pools(cfg, cc, legacyCloudInit, specs, origins)
 	jsonMode := cfg.Source == SourceClusterConfig || cfg.Source == SourceClusterConfigFile

@@ -51,6 +51,11 @@ func clusterConfigSeeds(f *testing.F) [][]byte {
 		[]byte(`{"a": 1, "a": 2, "nodeConfigs": {"p": {"labels": {"x": "y", "x": "z"}}}}`),
 		[]byte(`{"nodeConfigs": {"pool1": {"minSize": 1, "maxSize": 10, "serverType": "cpx51", "location": "fsn1"}, "p2": {"serverType": "CX22", "location": "NBG1", "maxSize": 3}}}`),
 		[]byte(`{"nodeConfigs": {"pool1": {"minSize": 0, "maxSize": 9}, "P_2": {"serverType": "", "location": " x", "minSize": -1, "maxSize": 1.5}, "q": {"minSize": 3, "maxSize": 2}}}`),
+		// The node lifecycle: valid, defaults, every kind of bad value.
+		[]byte(`{"replace": {"maxInFlight": 2, "removedPools": true, "paused": false, "windows": [{"schedule": "0 2 * * 1-5", "duration": "3h", "timeZone": "Europe/Berlin"}]}, "nodeConfigs": {"pool1": {"replace": {"drift": ["image", "user_data"], "expireAfter": "720h", "expireJitter": "24h", "maxSurge": 0, "maxInFlight": 1, "joinTimeout": "10m", "drainTimeout": "15m", "retryAfter": "1h", "windows": [{"schedule": "0 23 * * *", "duration": "2h"}], "paused": true}}}}`),
+		[]byte(`{"replace": {}, "nodeConfigs": {"pool1": {"replace": {}}, "p2": {"serverType": "cx22", "location": "fsn1", "maxSize": 1, "replace": {"drift": []}}}}`),
+		[]byte(`{"replace": {"maxInFlight": 0, "windows": [{"schedule": "@every 1h", "duration": "-1h", "timeZone": "Local"}]}, "nodeConfigs": {"pool1": {"replace": {"drift": ["imag", "image", "image", 1], "expireAfter": "30d", "expireJitter": "99999h", "maxSurge": -1, "maxInFlight": 1e9, "windows": [{"schedule": "0 0 30 2 *", "duration": "1h"}, {}, null, "x"]}}}}`),
+		[]byte(`{"replace": null, "nodeConfigs": {"pool1": {"replace": {"expireAfter": "10m", "expireJitter": "10m", "windows": [{"schedule": "TZ=UTC 0 2 * * *", "duration": "2562047h", "timeZone": "UTC"}]}}}}`),
 	}
 }
 

@@ -13,6 +13,15 @@ import (
 // reservedLabelPrefix is reserved by Hetzner for its own server labels.
 const reservedLabelPrefix = "hetzner.cloud"
 
+// LabelReplaces is a server label that hcloudscale puts, next to
+// LabelNodeGroup, LabelCluster and LabelUserDataHash (see types.go), on a
+// replacement server that the node lifecycle creates surge-first
+// (pool.Pool.Surge): its value is the decimal ID of the server it
+// replaces, which the lifecycle drains and deletes once the replacement's
+// node has joined. It is not one of a pool's configured server labels, so
+// it is no label drift.
+const LabelReplaces = "hcloudscale.io/replaces"
+
 // sortedKeys returns the keys of m in order, so that errors come out stable.
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
@@ -59,8 +68,9 @@ func (p *problems) checkKubeLabels(path string, labels map[string]string) {
 // syntax matches Kubernetes' (a key is an optional DNS subdomain prefix
 // plus a name of at most 63 characters, alphanumeric at both ends with '-',
 // '_' and '.' inside; a value is empty or the same as a name), and the
-// hetzner.cloud/ prefix is reserved. LabelNodeGroup, LabelCluster and
-// LabelUserDataHash are set by hcloudscale and cannot be given.
+// hetzner.cloud/ prefix is reserved. LabelNodeGroup, LabelCluster,
+// LabelUserDataHash and LabelReplaces are set by hcloudscale and cannot be
+// given.
 func CheckServerLabel(key, value string) error {
 	var errs []error
 	if err := joinMsgs(content.IsLabelKey(key)); err != nil {
@@ -68,7 +78,7 @@ func CheckServerLabel(key, value string) error {
 	} else if prefix, _, ok := strings.Cut(key, "/"); ok && (prefix == reservedLabelPrefix || strings.HasSuffix(prefix, "."+reservedLabelPrefix)) {
 		errs = append(errs, fmt.Errorf("key %q uses the prefix %s/, which Hetzner reserves", key, reservedLabelPrefix))
 	}
-	if key == LabelNodeGroup || key == LabelCluster || key == LabelUserDataHash {
+	if key == LabelNodeGroup || key == LabelCluster || key == LabelUserDataHash || key == LabelReplaces {
 		errs = append(errs, fmt.Errorf("key %q is set by hcloudscale and cannot be given", key))
 	}
 	if err := joinMsgs(content.IsLabelValue(value)); err != nil {

@@ -79,6 +79,7 @@ func (p *problems) pools(cfg *Config, cc *ClusterConfig, legacyCloudInit Secret,
 			pool.MaxPods = nc.MaxPods
 			pool.Reserved = nc.Reserved
 			pool.Autoscaling = nc.Autoscaling
+			pool.Replace = nc.Replace.clone()
 			pool.ServerLabels = maps.Clone(nc.ServerLabels)
 			if cfg.Network != "" {
 				pool.SubnetIPRange = cc.DefaultSubnetIPRange

@@ -121,6 +121,12 @@ type Config struct {
 	// DefaultSubnetIPRange is the cluster config's defaultSubnetIPRange.
 	DefaultSubnetIPRange netip.Prefix
 
+	// Replace holds the cluster-wide settings of the node lifecycle (the
+	// cluster config's replace object). Load and Defaults fill in
+	// MaxInFlight; in a Config built in code a zero MaxInFlight means
+	// DefaultClusterReplaceMaxInFlight.
+	Replace ClusterReplace
+
 	// Pools in the order of the --nodes specs, then the pools declared in
 	// the cluster config only, by name.
 	Pools []Pool
@@ -170,4 +176,7 @@ type Pool struct {
 	MaxPods     int // 0: DefaultMaxPods
 	Reserved    Reserved
 	Autoscaling *Autoscaling // nil: the pool sets no autoscaling options
+	// Replace is the pool's node lifecycle, with defaults filled in; nil:
+	// the pool replaces no node.
+	Replace *Replace
 }

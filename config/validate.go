@@ -17,6 +17,7 @@ func Defaults() Config {
 		PublicIPv6:      DefaultPublicIPv6,
 		CreationTimeout: DefaultCreationTimeout,
 		DefaultImage:    DefaultImage,
+		Replace:         ClusterReplace{MaxInFlight: DefaultClusterReplaceMaxInFlight},
 	}
 }
 
@@ -35,7 +36,9 @@ func (c *Config) Pool(name string) *Pool {
 // lower camel case ("pools[1].taints[0].effect") and are all returned,
 // joined. An empty Endpoint means DefaultEndpoint; everything else must be
 // set as Load would set it: CreationTimeout positive, every pool with both
-// image specs and its LabelNodeGroup (and LabelCluster) server labels.
+// image specs and its LabelNodeGroup (and LabelCluster) server labels, a
+// pool's Replace with its defaults filled in. A zero Replace.MaxInFlight
+// (of the cluster) means DefaultClusterReplaceMaxInFlight.
 func (c *Config) Validate() error {
 	var p problems
 	if c.Token == "" {
@@ -65,6 +68,7 @@ func (c *Config) Validate() error {
 	if c.DefaultSubnetIPRange.IsValid() {
 		p.add("defaultSubnetIPRange", checkSubnet(c.DefaultSubnetIPRange))
 	}
+	p.validateClusterReplace("replace", &c.Replace)
 	if len(c.Pools) == 0 {
 		p.addf("pools", "no pools")
 	}
@@ -157,6 +161,9 @@ func (p *problems) validatePool(path string, c *Config, pool *Pool) {
 	}
 	if a := pool.Autoscaling; a != nil {
 		p.validateAutoscaling(path+".autoscaling", a)
+	}
+	if r := pool.Replace; r != nil {
+		p.validateReplace(path+".replace", r)
 	}
 }
 

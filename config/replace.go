@@ -1,0 +1,268 @@
+package config
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Defaults of the node lifecycle (see Replace and ClusterReplace).
+const (
+	DefaultReplaceMaxSurge     = 1
+	DefaultReplaceMaxInFlight  = 1
+	DefaultReplaceJoinTimeout  = 10 * time.Minute
+	DefaultReplaceDrainTimeout = 15 * time.Minute
+	// DefaultReplaceRetryAfter is how long a pool whose last replacement
+	// stopped (a replacement that did not join, a drain that did not
+	// finish) starts no new one.
+	DefaultReplaceRetryAfter = time.Hour
+	// DefaultClusterReplaceMaxInFlight is the cluster-wide cap of
+	// replacements in progress.
+	DefaultClusterReplaceMaxInFlight = 1
+
+	// MinReplaceExpireAfter is the shortest expireAfter: a shorter one
+	// would replace nodes about as fast as they join.
+	MinReplaceExpireAfter = 10 * time.Minute
+	// MaxReplaceBudget bounds maxSurge and maxInFlight (of a pool and of
+	// the cluster).
+	MaxReplaceBudget = 1000
+)
+
+// DriftReasons are the names of the drift reasons a pool can replace
+// nodes for (Replace.Drift), in the order package pool reports them.
+var DriftReasons = []string{
+	"server_type", "location", "image", "placement_group",
+	"network", "firewalls", "labels", "user_data",
+}
+
+// Replace is a pool's node lifecycle: which nodes are replaced and how
+// fast. A nil *Replace (the key absent) replaces nothing; so does a
+// Replace with neither Drift nor ExpireAfter.
+type Replace struct {
+	// Drift lists the drift reasons (DriftReasons) that make a node due;
+	// empty: drift replaces nothing.
+	Drift []string
+	// ExpireAfter makes a node due at this age (from its server's
+	// creation), plus a jitter of up to ExpireJitter that is fixed per
+	// server, so that a pool created at once does not expire at once.
+	// Zero: nodes do not expire.
+	ExpireAfter  time.Duration
+	ExpireJitter time.Duration
+	// MaxSurge is how many replacements may take the pool above its max
+	// size at once (DefaultReplaceMaxSurge; 0: a pool at its max waits).
+	MaxSurge int
+	// MaxInFlight is how many nodes of the pool are in replacement at
+	// once (DefaultReplaceMaxInFlight).
+	MaxInFlight int
+	// JoinTimeout bounds the wait for the replacement's node to be
+	// registered, Ready and schedulable (DefaultReplaceJoinTimeout).
+	JoinTimeout time.Duration
+	// DrainTimeout bounds the drain of the old node
+	// (DefaultReplaceDrainTimeout).
+	DrainTimeout time.Duration
+	// RetryAfter is how long the pool starts nothing new after a
+	// replacement of it stopped (DefaultReplaceRetryAfter).
+	RetryAfter time.Duration
+	// Windows are the maintenance windows in which replacements start;
+	// none: the cluster's windows (ClusterReplace.Windows), and with
+	// none there either, any time.
+	Windows []Window
+	// Paused starts nothing new in the pool; replacements in progress
+	// finish.
+	Paused bool
+}
+
+// Enabled reports whether the pool replaces nodes for any reason.
+func (r *Replace) Enabled() bool {
+	return r != nil && (len(r.Drift) > 0 || r.ExpireAfter > 0)
+}
+
+// ClusterReplace holds the settings of the node lifecycle that apply to
+// the whole cluster (the cluster config's top-level replace object).
+type ClusterReplace struct {
+	// MaxInFlight caps replacements in progress across all pools
+	// (DefaultClusterReplaceMaxInFlight).
+	MaxInFlight int
+	// RemovedPools drains the nodes of pools no longer in the
+	// configuration out, one budgeted step at a time (their pods move to
+	// the remaining pools; nothing is created in a removed pool).
+	RemovedPools bool
+	// Windows are the maintenance windows of pools that name none, and
+	// of removed pools.
+	Windows []Window
+	// Paused starts nothing new anywhere.
+	Paused bool
+}
+
+// Window is a maintenance window: it opens at each time Schedule (a
+// five-field cron expression, or a descriptor such as @daily) names in
+// TimeZone and stays open for Duration.
+type Window struct {
+	Schedule string
+	Duration time.Duration
+	TimeZone string // IANA name; empty: UTC
+
+	spec cron.Schedule
+	loc  *time.Location
+}
+
+// ParseWindow checks and compiles a window. Errors name the part at
+// fault but no setting: the caller adds the path.
+func ParseWindow(schedule string, duration time.Duration, timeZone string) (Window, error) {
+	w, part, err := compileWindow(schedule, duration, timeZone)
+	if err != nil {
+		return w, fmt.Errorf("%s %w", part, err)
+	}
+	return w, nil
+}
+
+// compileWindow is ParseWindow, returning the part at fault ("schedule",
+// "duration" or "timeZone", the JSON keys of a window) apart from its
+// error, so that an error can be reported at that part's path.
+func compileWindow(schedule string, duration time.Duration, timeZone string) (w Window, part string, err error) {
+	w = Window{Schedule: schedule, Duration: duration, TimeZone: timeZone}
+	if duration <= 0 {
+		return w, "duration", fmt.Errorf("%s is not positive", shortDuration(duration))
+	}
+	loc := time.UTC
+	if timeZone != "" {
+		l, err := loadLocation(timeZone)
+		if err != nil {
+			return w, "timeZone", fmt.Errorf("%q is not an IANA time zone such as Europe/Berlin", timeZone)
+		}
+		loc = l
+	}
+	spec, err := cron.ParseStandard(schedule)
+	if err != nil {
+		return w, "schedule", fmt.Errorf("%q: %v (want five fields: minute hour day-of-month month day-of-week, such as \"0 2 * * 1-5\")", schedule, err)
+	}
+	cs, ok := spec.(*cron.SpecSchedule)
+	if !ok {
+		return w, "schedule", fmt.Errorf("%q: @every has no fixed start; name the times, such as \"0 */6 * * *\"", schedule)
+	}
+	if cs.Location != time.Local {
+		return w, "schedule", fmt.Errorf("%q: set the time zone with timeZone, not in the schedule", schedule)
+	}
+	// cron gives up after five years: a schedule such as "0 0 30 2 *"
+	// (February 30) never opens.
+	if spec.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
+		return w, "schedule", fmt.Errorf("%q never fires", schedule)
+	}
+	w.spec, w.loc = spec, loc
+	return w, "", nil
+}
+
+// locations caches time zones by name, so that two loads of one
+// configuration share each *time.Location and compare deeply equal.
+var locations sync.Map // string -> *time.Location
+
+// loadLocation is time.LoadLocation, cached, without "Local": the
+// machine's zone is no setting of a cluster config.
+func loadLocation(name string) (*time.Location, error) {
+	if l, ok := locations.Load(name); ok {
+		return l.(*time.Location), nil
+	}
+	if name == "Local" {
+		return nil, fmt.Errorf("the machine's time zone")
+	}
+	l, err := time.LoadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := locations.LoadOrStore(name, l)
+	return actual.(*time.Location), nil
+}
+
+// Equal reports whether two windows have the same schedule, duration and
+// time zone, compiled or not (go-cmp uses it).
+func (w Window) Equal(o Window) bool {
+	return w.Schedule == o.Schedule && w.Duration == o.Duration && w.TimeZone == o.TimeZone
+}
+
+// Open reports whether the window is open at now and, when it is not,
+// when it opens next (zero if never within a year).
+//
+// The schedule names wall-clock times of TimeZone, and the window stays
+// open for Duration of real time. A start that a daylight-saving change
+// skips (02:30 when clocks go from 02:00 to 03:00) opens the window when
+// the skipped time ends, so that a window in that hour still opens that
+// day; a start in an hour that occurs twice opens it once.
+func (w Window) Open(now time.Time) (open bool, next time.Time) {
+	if w.spec == nil {
+		if pw, err := ParseWindow(w.Schedule, w.Duration, w.TimeZone); err == nil {
+			w = pw
+		} else {
+			return false, time.Time{}
+		}
+	}
+	// The window is open when a start falls in (now-Duration, now]: find
+	// the first start after now-Duration. The schedule runs on wall-clock
+	// times written as UTC, whose instants only grow with them; it begins
+	// early enough for a start that a clock change moved.
+	after := now.Add(-w.Duration)
+	wall := wallClock(after.Add(-windowSlack), w.loc)
+	for {
+		wall = w.spec.Next(wall)
+		if wall.IsZero() {
+			return false, time.Time{}
+		}
+		start := w.instant(wall)
+		if !start.After(after) {
+			continue
+		}
+		switch {
+		case !start.After(now):
+			return true, time.Time{}
+		case start.Sub(now) > 366*24*time.Hour:
+			return false, time.Time{}
+		}
+		return false, start.UTC()
+	}
+}
+
+// windowSlack exceeds any daylight-saving shift of a time zone.
+const windowSlack = 3 * time.Hour
+
+// wallClock returns the wall-clock time of t in loc, written as UTC.
+func wallClock(t time.Time, loc *time.Location) time.Time {
+	t = t.In(loc)
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, time.UTC)
+}
+
+// instant returns when the wall-clock time wall (written as UTC) occurs in
+// the window's time zone; a time that a clock change skips occurs when the
+// skipped time ends.
+func (w Window) instant(wall time.Time) time.Time {
+	t := time.Date(wall.Year(), wall.Month(), wall.Day(), wall.Hour(), wall.Minute(), wall.Second(), 0, w.loc)
+	got := wallClock(t, w.loc)
+	if got.Equal(wall) {
+		return t
+	}
+	// time.Date moved the skipped time out of the gap, to one side or the
+	// other: the gap's end is where the zone after it begins.
+	start, end := t.ZoneBounds()
+	if got.After(wall) {
+		return start
+	}
+	return end
+}
+
+// OpenAny reports whether any of windows is open at now (true when there
+// are none) and otherwise the earliest next opening.
+func OpenAny(windows []Window, now time.Time) (open bool, next time.Time) {
+	if len(windows) == 0 {
+		return true, time.Time{}
+	}
+	for _, w := range windows {
+		o, n := w.Open(now)
+		if o {
+			return true, time.Time{}
+		}
+		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+	}
+	return false, next
+}

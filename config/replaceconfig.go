@@ -1,0 +1,338 @@
+package config
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// This file reads and checks the node lifecycle's settings: the cluster
+// config's nodeConfigs.<pool>.replace and top-level replace objects
+// (ParseClusterConfig), and Pool.Replace and Config.Replace of a Config
+// built in code (Config.Validate). Both apply the same check functions.
+
+// replace decodes a pool's replace object and fills in the defaults:
+// unlike the other keys of a NodeConfig, the result is what the pool runs
+// with (Load copies it to Pool.Replace), since a maxSurge of 0 cannot be
+// told from an absent one afterwards.
+func (p *problems) replace(path string, raw json.RawMessage) *Replace {
+	if k := jsonKind(raw); k != "an object" {
+		p.addf(path, "want an object, got %s", k)
+		return nil
+	}
+	r := &Replace{}
+	before := len(p.errs)
+	var expireSet, jitterSet, surgeSet bool
+	timeout := func(dst *time.Duration) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) {
+			if d, ok := p.duration(path, raw); ok {
+				if err := checkPositive(d); err != nil {
+					p.add(path, err)
+					return
+				}
+				*dst = d
+			}
+		}
+	}
+	budget := func(dst *int, lowest int, set *bool) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) {
+			if set != nil {
+				*set = true
+			}
+			if n, ok := p.integer(path, raw); ok {
+				if err := checkBudget(n, lowest); err != nil {
+					p.add(path, err)
+					return
+				}
+				*dst = n
+			}
+		}
+	}
+	p.fields(path, raw, map[string]func(string, json.RawMessage){
+		"drift": func(path string, raw json.RawMessage) {
+			seen := map[string]bool{}
+			p.array(path, raw, func(path string, raw json.RawMessage) {
+				if s, ok := p.str(path, raw); ok {
+					p.driftReason(path, s, seen)
+					r.Drift = append(r.Drift, s)
+				}
+			})
+		},
+		"expireAfter": func(path string, raw json.RawMessage) {
+			expireSet = true
+			if d, ok := p.duration(path, raw); ok {
+				if err := checkExpireAfter(d); err != nil {
+					p.add(path, err)
+					return
+				}
+				r.ExpireAfter = d
+			}
+		},
+		"expireJitter": func(path string, raw json.RawMessage) {
+			jitterSet = true
+			if d, ok := p.duration(path, raw); ok {
+				if d < 0 {
+					p.addf(path, "%s is negative", shortDuration(d))
+					return
+				}
+				r.ExpireJitter = d
+			}
+		},
+		"maxSurge":     budget(&r.MaxSurge, 0, &surgeSet),
+		"maxInFlight":  budget(&r.MaxInFlight, 1, nil),
+		"joinTimeout":  timeout(&r.JoinTimeout),
+		"drainTimeout": timeout(&r.DrainTimeout),
+		"retryAfter":   timeout(&r.RetryAfter),
+		"windows": func(path string, raw json.RawMessage) {
+			r.Windows = p.windows(path, raw)
+		},
+		"paused": func(path string, raw json.RawMessage) {
+			r.Paused, _ = p.boolean(path, raw)
+		},
+	})
+	switch {
+	case jitterSet && !expireSet:
+		p.addf(path+".expireJitter", "set, but expireAfter is not: nodes do not expire, so there is no expiry to spread")
+	case jitterSet && r.ExpireAfter > 0:
+		p.add(path+".expireJitter", checkJitter(r.ExpireJitter, r.ExpireAfter))
+	case r.ExpireAfter > 0:
+		r.ExpireJitter = r.ExpireAfter / 10
+	}
+	if !surgeSet {
+		r.MaxSurge = DefaultReplaceMaxSurge
+	}
+	r.MaxInFlight = cmp.Or(r.MaxInFlight, DefaultReplaceMaxInFlight)
+	r.JoinTimeout = cmp.Or(r.JoinTimeout, DefaultReplaceJoinTimeout)
+	r.DrainTimeout = cmp.Or(r.DrainTimeout, DefaultReplaceDrainTimeout)
+	r.RetryAfter = cmp.Or(r.RetryAfter, DefaultReplaceRetryAfter)
+	if len(p.errs) == before && !r.Enabled() {
+		p.warnf(path, "neither drift nor expireAfter is set: the pool replaces no node")
+	}
+	return r
+}
+
+// clusterReplace decodes the top-level replace object, with the defaults
+// filled in.
+func (p *problems) clusterReplace(path string, raw json.RawMessage) *ClusterReplace {
+	if k := jsonKind(raw); k != "an object" {
+		p.addf(path, "want an object, got %s", k)
+		return nil
+	}
+	r := &ClusterReplace{}
+	flag := func(dst *bool) func(string, json.RawMessage) {
+		return func(path string, raw json.RawMessage) { *dst, _ = p.boolean(path, raw) }
+	}
+	p.fields(path, raw, map[string]func(string, json.RawMessage){
+		"maxInFlight": func(path string, raw json.RawMessage) {
+			if n, ok := p.integer(path, raw); ok {
+				if err := checkBudget(n, 1); err != nil {
+					p.add(path, err)
+					return
+				}
+				r.MaxInFlight = n
+			}
+		},
+		"removedPools": flag(&r.RemovedPools),
+		"windows": func(path string, raw json.RawMessage) {
+			r.Windows = p.windows(path, raw)
+		},
+		"paused": flag(&r.Paused),
+	})
+	r.MaxInFlight = cmp.Or(r.MaxInFlight, DefaultClusterReplaceMaxInFlight)
+	return r
+}
+
+// windows decodes an array of maintenance windows, each
+// {"schedule": cron, "duration": duration, "timeZone": IANA name}, and
+// compiles them.
+func (p *problems) windows(path string, raw json.RawMessage) []Window {
+	var out []Window
+	p.array(path, raw, func(path string, raw json.RawMessage) {
+		if k := jsonKind(raw); k != "an object" {
+			p.addf(path, "want an object such as {\"schedule\": \"0 2 * * *\", \"duration\": \"3h\"}, got %s", k)
+			return
+		}
+		before := len(p.errs)
+		var schedule, timeZone string
+		var duration time.Duration
+		var hasSchedule, hasDuration bool
+		p.fields(path, raw, map[string]func(string, json.RawMessage){
+			"schedule": func(path string, raw json.RawMessage) {
+				hasSchedule = true
+				schedule, _ = p.str(path, raw)
+			},
+			"duration": func(path string, raw json.RawMessage) {
+				hasDuration = true
+				duration, _ = p.duration(path, raw)
+			},
+			"timeZone": func(path string, raw json.RawMessage) {
+				timeZone, _ = p.str(path, raw)
+			},
+		})
+		if !hasSchedule {
+			p.addf(path+".schedule", "required: a cron expression of the times the window opens, such as \"0 2 * * 1-5\"")
+		}
+		if !hasDuration {
+			p.addf(path+".duration", "required: how long the window stays open, such as \"3h\"")
+		}
+		if len(p.errs) > before {
+			return
+		}
+		w, part, err := compileWindow(schedule, duration, timeZone)
+		if err != nil {
+			p.add(path+"."+part, err)
+			return
+		}
+		out = append(out, w)
+	})
+	return out
+}
+
+// duration decodes a Go duration string such as "720h" or "1h30m".
+func (p *problems) duration(path string, raw json.RawMessage) (time.Duration, bool) {
+	s, ok := p.str(path, raw)
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		hint := ""
+		if strings.HasSuffix(s, "d") {
+			hint = " (there is no unit d: write 720h for 30 days)"
+		}
+		p.addf(path, "%q is not a duration such as 720h, 10m or 1h30m%s", s, hint)
+		return 0, false
+	}
+	return d, true
+}
+
+// driftAliases are names of drift reasons that people write for the one
+// DriftReasons names.
+var driftAliases = map[string]string{
+	"cloudinit": "user_data", "cloud_init": "user_data", "cloud-init": "user_data", "cloudInit": "user_data",
+	"type": "server_type", "placement": "placement_group", "firewall": "firewalls", "serverlabels": "labels",
+}
+
+// driftReason checks one entry of a drift list; seen holds the entries
+// before it.
+func (p *problems) driftReason(path, name string, seen map[string]bool) {
+	switch {
+	case seen[name]:
+		p.addf(path, "%q is listed twice", name)
+	case !slices.Contains(DriftReasons, name):
+		hint := ""
+		s := driftAliases[name]
+		if s == "" {
+			s = suggest(name, DriftReasons)
+		}
+		if s != "" {
+			hint = fmt.Sprintf(", did you mean %q", s)
+		}
+		p.addf(path, "%q is not a drift reason%s; want one of %s", name, hint, strings.Join(DriftReasons, ", "))
+	}
+	seen[name] = true
+}
+
+// validateReplace checks a pool's Replace built in code: the ranges the
+// cluster config's replace object is held to, with the defaults filled in
+// (a zero MaxInFlight or timeout is an error).
+func (p *problems) validateReplace(path string, r *Replace) {
+	seen := map[string]bool{}
+	for i, name := range r.Drift {
+		p.driftReason(indexPath(path+".drift", i), name, seen)
+	}
+	if r.ExpireAfter != 0 {
+		p.add(path+".expireAfter", checkExpireAfter(r.ExpireAfter))
+	}
+	switch {
+	case r.ExpireJitter < 0:
+		p.addf(path+".expireJitter", "%s is negative", shortDuration(r.ExpireJitter))
+	case r.ExpireJitter > 0 && r.ExpireAfter == 0:
+		p.addf(path+".expireJitter", "set without expireAfter")
+	case r.ExpireAfter > 0:
+		p.add(path+".expireJitter", checkJitter(r.ExpireJitter, r.ExpireAfter))
+	}
+	p.add(path+".maxSurge", checkBudget(r.MaxSurge, 0))
+	p.add(path+".maxInFlight", checkBudget(r.MaxInFlight, 1))
+	p.add(path+".joinTimeout", checkPositive(r.JoinTimeout))
+	p.add(path+".drainTimeout", checkPositive(r.DrainTimeout))
+	p.add(path+".retryAfter", checkPositive(r.RetryAfter))
+	p.validateWindows(path+".windows", r.Windows)
+}
+
+// validateClusterReplace checks Config.Replace; a zero MaxInFlight means
+// DefaultClusterReplaceMaxInFlight.
+func (p *problems) validateClusterReplace(path string, r *ClusterReplace) {
+	if r.MaxInFlight != 0 {
+		p.add(path+".maxInFlight", checkBudget(r.MaxInFlight, 1))
+	}
+	p.validateWindows(path+".windows", r.Windows)
+}
+
+// validateWindows compiles each window from its exported fields, as a
+// Window built in code has not been compiled.
+func (p *problems) validateWindows(path string, windows []Window) {
+	for i, w := range windows {
+		if _, part, err := compileWindow(w.Schedule, w.Duration, w.TimeZone); err != nil {
+			p.add(indexPath(path, i)+"."+part, err)
+		}
+	}
+}
+
+func checkBudget(n, lowest int) error {
+	if n < lowest || n > MaxReplaceBudget {
+		return fmt.Errorf("%d is out of range %d..%d", n, lowest, MaxReplaceBudget)
+	}
+	return nil
+}
+
+func checkPositive(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%s is not positive", shortDuration(d))
+	}
+	return nil
+}
+
+func checkExpireAfter(d time.Duration) error {
+	if err := checkPositive(d); err != nil {
+		return err
+	}
+	if d < MinReplaceExpireAfter {
+		return fmt.Errorf("%s is shorter than the minimum %s", shortDuration(d), shortDuration(MinReplaceExpireAfter))
+	}
+	return nil
+}
+
+func checkJitter(jitter, expireAfter time.Duration) error {
+	if jitter > expireAfter {
+		return fmt.Errorf("%s is above expireAfter %s", shortDuration(jitter), shortDuration(expireAfter))
+	}
+	return nil
+}
+
+// shortDuration formats d without trailing zero units: 10m, not 10m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// clone copies r, its lists included, so that pools share nothing with
+// the parsed document.
+func (r *Replace) clone() *Replace {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Drift = slices.Clone(r.Drift)
+	c.Windows = slices.Clone(r.Windows)
+	return &c
+}
