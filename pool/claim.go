@@ -38,7 +38,12 @@ type claim struct {
 	name      string // the server name, chosen once: retries reuse it
 	requested time.Time
 	group     *atomicGroup // set for the claims of one AtomicIncreaseSize
-	done      chan struct{}
+	// replaces is the ID of the server that the claim's server replaces
+	// (a claim made by Surge, or a resumed flow of a server labelled
+	// config.LabelReplaces); 0 otherwise. The create request labels the
+	// server with it, and every retry and adoption keeps that request.
+	replaces int64
+	done     chan struct{}
 	// set holds the pool's settings when the claim was made (for a
 	// resumed flow: when it was resumed); the flow uses them throughout.
 	set *settings
@@ -98,6 +103,35 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 	if n <= 0 {
 		return nil, fmt.Errorf("pool %q: %w: size increase must be positive, got %d", p.cfg.Name, ErrInvalidDelta, n)
 	}
+	set, err := p.lockForClaims(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snap := p.viewLocked()
+	target := p.targetLocked(snap)
+	if deleting := p.deletesInFlightLocked(snap); target+deleting+n > set.cfg.MaxSize {
+		p.mu.Unlock()
+		if deleting > 0 {
+			return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d while %d deletes are in flight (a server counts until its delete action succeeds)",
+				p.cfg.Name, ErrAboveMax, target, n, set.cfg.MaxSize, deleting)
+		}
+		return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d", p.cfg.Name, ErrAboveMax, target, n, set.cfg.MaxSize)
+	}
+	claims := p.recordClaimsLocked(set, n, group, 0)
+	p.mu.Unlock()
+
+	p.log.Info("scale-up requested", zap.Int("delta", n), zap.Int("target", target+n))
+	p.observe()
+	return claims, nil
+}
+
+// lockForClaims makes the checks that every new claim passes (IncreaseSize,
+// AtomicIncreaseSize, Surge): the pool is not removed, no capacity error
+// of its offering is remembered, there has been a listing, and the pool
+// is not closed. On success it returns with p.mu held and the settings
+// read under it, which the caller checks its bound against and records
+// its claims with; on error p.mu is not held.
+func (p *Pool) lockForClaims(ctx context.Context) (*settings, error) {
 	if s := p.current(); s.removed {
 		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, ErrRemoved)
 	} else if e := p.offerings.check(s.cfg.ServerType, s.cfg.Location, s.cfg.PlacementGroup); e != nil && p.opts.unavailableTTL > 0 {
@@ -125,32 +159,27 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, ErrRemoved)
 	}
-	snap := p.viewLocked()
-	target := p.targetLocked(snap)
-	if deleting := p.deletesInFlightLocked(snap); target+deleting+n > set.cfg.MaxSize {
-		p.mu.Unlock()
-		if deleting > 0 {
-			return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d while %d deletes are in flight (a server counts until its delete action succeeds)",
-				p.cfg.Name, ErrAboveMax, target, n, set.cfg.MaxSize, deleting)
-		}
-		return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d", p.cfg.Name, ErrAboveMax, target, n, set.cfg.MaxSize)
-	}
+	return set, nil
+}
+
+// recordClaimsLocked records n claims made under set and starts their
+// create flows. replaces is the ID of the server the claims' servers
+// replace (Surge; 0: none). p.mu must be held, and lockForClaims must
+// have checked that the pool is not closed under the same hold.
+func (p *Pool) recordClaimsLocked(set *settings, n int, group *atomicGroup, replaces int64) []*claim {
 	now := p.now()
 	claims := make([]*claim, 0, n)
 	for range n {
-		c := &claim{name: newServerName(p.cfg.Name), requested: now, group: group, done: make(chan struct{}), set: set}
+		c := &claim{name: newServerName(p.cfg.Name), requested: now, group: group, done: make(chan struct{}), set: set, replaces: replaces}
 		p.claims[c.name] = c
 		claims = append(claims, c)
 	}
 	for _, c := range claims {
-		// Cannot fail: closed was checked above, under the same lock.
+		// Cannot fail: closed was checked by lockForClaims, under the
+		// same lock.
 		p.startLocked(func(ctx context.Context) { p.runClaim(ctx, c) })
 	}
-	p.mu.Unlock()
-
-	p.log.Info("scale-up requested", zap.Int("delta", n), zap.Int("target", target+n))
-	p.observe()
-	return claims, nil
+	return claims
 }
 
 // DecreaseTargetSize lowers the target by up to -delta by removing claims

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"go.uber.org/zap"
@@ -46,7 +47,7 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 	defer cancelReq()
 	log := p.log.With(zap.String("server", c.name))
 
-	opts, err := p.createOpts(flowCtx, c.set, c.name)
+	opts, err := p.createOpts(flowCtx, c.set, c.name, c.replaces)
 	if err != nil {
 		p.fail(taskCtx, c, nil, "prepare create request", err)
 		return
@@ -95,8 +96,12 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 
 // createOpts builds the create request: the server type from the
 // catalogue (which must offer it in the location), the image for its
-// architecture, and the pool's settings.
-func (p *Pool) createOpts(ctx context.Context, set *settings, name string) (hcloud.ServerCreateOpts, error) {
+// architecture, and the pool's settings. replaces, when not 0, is the
+// server the new one replaces (Surge): its ID goes into the label
+// config.LabelReplaces. The request is built once per claim; its retries,
+// a resend with a new image and the adoption of a server it made all keep
+// it, labels included.
+func (p *Pool) createOpts(ctx context.Context, set *settings, name string, replaces int64) (hcloud.ServerCreateOpts, error) {
 	cfg := &set.cfg
 	st, err := p.deps.Types.Lookup(ctx, cfg.ServerType)
 	if err != nil {
@@ -131,6 +136,9 @@ func (p *Pool) createOpts(ctx context.Context, set *settings, name string) (hclo
 	// The user data's hash, for telling the server apart once the pool's
 	// cloud-init has changed (Drift).
 	labels[config.LabelUserDataHash] = UserDataHash(userData)
+	if replaces > 0 {
+		labels[config.LabelReplaces] = strconv.FormatInt(replaces, 10)
+	}
 	opts := hcloud.ServerCreateOpts{
 		Name:             name,
 		ServerType:       &hcloud.ServerType{ID: st.ID, Name: st.Name},

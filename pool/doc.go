@@ -39,6 +39,14 @@
 // [WithCreateConcurrency] (default 10) at a time, and their action waits are shared by
 // the [actionwait.Waiter].
 //
+// [Pool.Surge] records one claim the same way for a node lifecycle that
+// replaces nodes surge-first; its server carries config.LabelReplaces with
+// the ID of the server it replaces. Its bound is target + deletes in flight
+// + 1 <= max + maxSurge: a surge claim takes the target above max by at
+// most maxSurge. The autoscaler then sees TargetSize > MaxSize and does
+// not scale the pool up, and IncreaseSize refuses ([ErrAboveMax]) until
+// the old server's delete has brought the pool back to its max.
+//
 // # The create flow
 //
 //  1. Server type from the catalogue; it must be available in the location

@@ -52,6 +52,11 @@ type Instance struct {
 	// Status is the server's last known Hetzner status; empty while no
 	// server exists.
 	Status hcloud.ServerStatus
+	// Replaces is the ID of the server this one replaces: set for a claim
+	// made by [Pool.Surge] (also once it failed) and for a server that
+	// carries a valid config.LabelReplaces label (see [Pool.Surge]); 0
+	// otherwise.
+	Replaces int64
 }
 
 // claimScheme is the scheme of claim IDs.

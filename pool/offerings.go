@@ -18,7 +18,7 @@ import (
 // marked unavailable.
 const DefaultUnavailableTTL = 5 * time.Minute
 
-// ErrOfferingUnavailable matches (errors.Is) the error IncreaseSize
+// ErrOfferingUnavailable matches (errors.Is) the error IncreaseSize (and Surge)
 // returns while the pool's offering is remembered as unavailable.
 var ErrOfferingUnavailable = errors.New("offering unavailable")
 

@@ -36,9 +36,10 @@ var ErrFenced = errors.New("not allowed to change servers: this replica does not
 // one is returned.
 var (
 	// ErrInvalidDelta: IncreaseSize with n <= 0, DecreaseTargetSize with
-	// delta >= 0.
+	// delta >= 0, Surge with replaces <= 0 or maxSurge < 0.
 	ErrInvalidDelta = errors.New("invalid size change")
-	// ErrAboveMax: the increase would take the target size above the max.
+	// ErrAboveMax: the increase would take the target size above the max
+	// (for Surge: above the max plus its maxSurge).
 	ErrAboveMax = errors.New("size increase too large")
 	// ErrBelowMin: the delete would take the target size below the min.
 	ErrBelowMin = errors.New("size decrease too large")
@@ -214,6 +215,11 @@ func checkConfig(cfg *config.Pool, clusterName string) []error {
 	}
 	if clusterName != "" && cfg.ServerLabels[config.LabelCluster] != clusterName {
 		ps.add("server label %s is %q, want the cluster name %q", config.LabelCluster, cfg.ServerLabels[config.LabelCluster], clusterName)
+	}
+	if _, ok := cfg.ServerLabels[config.LabelReplaces]; ok {
+		// Every server would claim to replace that server, and Surge's
+		// servers would drift from the configured value.
+		ps.add("server label %s is set by hcloudscale on replacement servers and cannot be configured", config.LabelReplaces)
 	}
 	return ps.errs
 }

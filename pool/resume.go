@@ -98,6 +98,7 @@ func (p *Pool) Resume() int {
 		c := &claim{
 			name: s.Name, requested: requested, done: make(chan struct{}), set: set,
 			phase: claimCreating, serverID: s.ID, status: s.Status,
+			replaces: replacesOf(s.Labels),
 		}
 		p.claims[c.name] = c
 		started = append(started, c)

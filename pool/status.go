@@ -84,7 +84,7 @@ func (p *Pool) view() ([]Instance, Status) {
 }
 
 func (p *Pool) serverInstanceLocked(s *servercache.Server, now time.Time) Instance {
-	in := Instance{ID: s.ProviderID(), ServerID: s.ID, Name: s.Name, Status: s.Status}
+	in := Instance{ID: s.ProviderID(), ServerID: s.ID, Name: s.Name, Status: s.Status, Replaces: replacesOf(s.Labels)}
 	if _, ok := p.deleting[s.ID]; ok {
 		in.State = Deleting
 		return in
@@ -94,7 +94,7 @@ func (p *Pool) serverInstanceLocked(s *servercache.Server, now time.Time) Instan
 }
 
 func (p *Pool) claimInstanceLocked(c *claim) Instance {
-	in := Instance{ID: ClaimID(p.cfg.Name, c.name), State: Creating, Name: c.name}
+	in := Instance{ID: ClaimID(p.cfg.Name, c.name), State: Creating, Name: c.name, Replaces: c.replaces}
 	if c.serverID != 0 {
 		in.ID = servercache.ProviderIDPrefix + strconv.FormatInt(c.serverID, 10)
 		in.ServerID = c.serverID
