@@ -1,0 +1,480 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/nodedrain"
+	"github.com/hcloudscale/hcloudscale/pool"
+)
+
+// DefaultInterval is the time between two steps of Run.
+const DefaultInterval = 15 * time.Second
+
+// Controller replaces the nodes of a Cluster's pools that are due; see the
+// package documentation. Its methods are safe for concurrent use, but
+// only one process may run it against a cluster at a time: give it
+// WithLeader under leader election.
+type Controller struct {
+	cluster *hcloudscale.Cluster
+	client  kubernetes.Interface
+	o       options
+	m       *metrics
+
+	mu     sync.Mutex
+	drains map[int64]context.CancelFunc // by old server ID
+	seen   map[string]time.Time         // first sight of a replacement, by name
+	// nodeLister is Run's informer's, once synced; nil: list from the API.
+	nodeLister corelisters.NodeLister
+	wg         sync.WaitGroup
+	ctx        context.Context // ends at Close; drains run under it
+	cancel     context.CancelFunc
+}
+
+// New returns a Controller for cluster that reads and changes nodes and
+// pods through client. It does no I/O.
+func New(cluster *hcloudscale.Cluster, client kubernetes.Interface, opts ...Option) (*Controller, error) {
+	if cluster == nil || client == nil {
+		return nil, errors.New("lifecycle: a Cluster and a Kubernetes client are required")
+	}
+	o := defaults()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	m, err := newMetrics(o.reg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Controller{cluster: cluster, client: client, o: o, m: m,
+		drains: map[int64]context.CancelFunc{}, seen: map[string]time.Time{}, ctx: ctx, cancel: cancel}, nil
+}
+
+// Close stops the drains in progress and waits for them. Their nodes stay
+// cordoned and marked: the next Controller (after a restart, or on the
+// new leader) carries them on.
+func (c *Controller) Close() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+// Run makes a Step every interval until ctx ends. While WithLeader says
+// the process does not lead, it makes no step and stops its drains.
+func (c *Controller) Run(ctx context.Context) error {
+	c.startInformer(ctx)
+	t := c.o.clock.NewTicker(c.o.interval)
+	defer t.Stop()
+	for {
+		if _, err := c.Step(ctx); err != nil && ctx.Err() == nil {
+			c.o.log.Warn("node lifecycle step failed", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+		}
+	}
+}
+
+// Plan reads the cluster's state and returns what a Step would do now,
+// changing nothing. It makes no Hetzner request beyond what the Cluster's
+// caches need (a listing when its TTL passed, an image lookup when its
+// cache expired); in Kubernetes it lists the nodes, and the pods and
+// budgets of each node it would start with.
+func (c *Controller) Plan(ctx context.Context) (*Plan, error) {
+	w, err := c.observe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := w.plan(w.index())
+	c.checkPods(ctx, p)
+	return p, nil
+}
+
+// Step reads the cluster's state, carries every replacement in progress
+// one phase further where it can and starts the replacements the budgets
+// and windows allow. With WithDryRun it only plans. It returns the plan it
+// acted on; nil when it does not lead.
+func (c *Controller) Step(ctx context.Context) (*Plan, error) {
+	if !c.o.leads() {
+		c.stopDrains()
+		return nil, nil
+	}
+	w, err := c.observe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	inv := w.index()
+	p := w.plan(inv)
+	c.checkPods(ctx, p)
+	c.m.observe(p)
+	if c.o.dryRun {
+		c.logPlan(p)
+		return p, nil
+	}
+	for _, r := range inv.done {
+		c.unprotect(ctx, r.newNode)
+	}
+	for _, n := range inv.orphans {
+		c.orphan(ctx, w, n)
+	}
+	for _, r := range sortedReplacements(inv.byOld) {
+		c.advance(ctx, w, r)
+	}
+	for i := range p.Steps {
+		if p.Steps[i].State == StateStart {
+			c.start(ctx, w, &p.Steps[i])
+		}
+	}
+	return p, nil
+}
+
+// checkPods turns the steps that would start into blocked ones when a pod
+// on their node would hold the drain: it is marked not to be disrupted,
+// or a PodDisruptionBudget allows no disruption now.
+func (c *Controller) checkPods(ctx context.Context, p *Plan) {
+	for i := range p.Steps {
+		st := &p.Steps[i]
+		if st.State != StateStart {
+			continue
+		}
+		blockers, err := nodedrain.Blockers(ctx, c.client, st.Node)
+		if err != nil {
+			st.Blocked = append(st.Blocked, "its pods could not be checked: "+err.Error())
+		}
+		for _, b := range blockers {
+			st.Blocked = append(st.Blocked, "pod "+b.String())
+		}
+		if len(st.Blocked) > 0 {
+			st.State = StateBlocked
+		}
+	}
+}
+
+func (c *Controller) logPlan(p *Plan) {
+	for _, st := range p.Steps {
+		switch st.State {
+		case StateStart:
+			c.o.log.Info("dry run: would replace node", zap.String("pool", st.Pool), zap.String("node", st.Node), zap.Strings("reasons", st.Reasons), zap.Bool("surge", st.Surge))
+		case StateBlocked:
+			c.o.log.Debug("node due, blocked", zap.String("pool", st.Pool), zap.String("node", st.Node), zap.Strings("reasons", st.Reasons), zap.Strings("blocked", st.Blocked))
+		}
+	}
+}
+
+// poolNamed returns the pool of that name, configured or removed.
+func (c *Controller) poolNamed(name string) *pool.Pool {
+	for _, p := range c.cluster.Pools() {
+		if p.Name() == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// start begins the replacement of a due node: a surge claim in its pool,
+// or for a node of a removed pool, its drain.
+func (c *Controller) start(ctx context.Context, w *world, st *Step) {
+	p := c.poolNamed(st.Pool)
+	node := w.byName[st.Node]
+	if p == nil || node == nil {
+		return
+	}
+	log := c.o.log.With(zap.String("pool", st.Pool), zap.String("node", st.Node), zap.Strings("reasons", st.Reasons))
+	if p.Removed() {
+		mark := Mark{Phase: PhaseDraining, Since: c.o.clock.Now()}
+		if err := c.cordonMarked(ctx, node, mark); err != nil {
+			log.Warn("could not start draining out a node of a removed pool", zap.Error(err))
+			return
+		}
+		log.Info("draining out a node of a removed pool")
+		c.event(node, corev1.EventTypeNormal, "DrainOutStarted", "draining out the node of removed pool %s", st.Pool)
+		c.m.result(st.Pool, "started")
+		c.drain(w, &replacement{old: *w.serverByID(st.ServerID), mark: mark, phase: PhaseDraining, oldNode: node}, st.Pool)
+		return
+	}
+	if _, stopped := node.Annotations[StoppedAnnotation]; stopped {
+		if err := c.annotate(ctx, node.Name, map[string]*string{StoppedAnnotation: nil}); err != nil {
+			log.Warn("could not clear the last stop before a retry", zap.Error(err))
+			return
+		}
+	}
+	name, err := p.Surge(ctx, st.ServerID, w.settings(w.poolView(st.Pool)).MaxSurge)
+	if err != nil {
+		log.Warn("could not create the replacement", zap.Error(err))
+		c.event(node, corev1.EventTypeWarning, "ReplacementNotStarted", "could not create a replacement: %v", err)
+		return
+	}
+	mark := encode(Mark{Replacement: name, Phase: PhaseSurging, Since: c.o.clock.Now()})
+	if err := c.annotate(ctx, node.Name, map[string]*string{ReplacementAnnotation: &mark}); err != nil {
+		log.Warn("could not mark the node", zap.Error(err))
+	}
+	log.Info("replacement started", zap.String("replacement", name), zap.Bool("surge", st.Surge))
+	c.event(node, corev1.EventTypeNormal, "ReplacementStarted", "replacing the node (%v) with %s", st.Reasons, name)
+	c.m.result(st.Pool, "started")
+}
+
+// advance carries one replacement in progress on.
+func (c *Controller) advance(ctx context.Context, w *world, r *replacement) {
+	switch {
+	case r.failed != nil:
+		c.discard(ctx, r, fmt.Sprintf("the replacement %s failed to be created: %s", r.newName, r.failed.Message))
+	case r.phase == PhaseSurging:
+		c.surging(ctx, w, r)
+	case r.phase == PhaseDraining:
+		c.drain(w, r, r.pool.name)
+	case r.phase == PhaseDeleting:
+		c.deleteOld(ctx, r)
+	}
+}
+
+// surging protects the replacement's node once it registers and starts
+// the drain once it is Ready, or gives up after the join timeout.
+func (c *Controller) surging(ctx context.Context, w *world, r *replacement) {
+	rc := w.settings(r.pool)
+	if r.newNode != nil {
+		c.protect(ctx, r.newNode, r.old.ID)
+	}
+	if ready(r.newNode) {
+		mark := Mark{Replacement: r.newName, Phase: PhaseDraining, Since: c.o.clock.Now()}
+		if r.oldNode == nil {
+			c.deleteOld(ctx, r)
+			return
+		}
+		if err := c.cordonMarked(ctx, r.oldNode, mark); err != nil {
+			c.o.log.Warn("could not cordon the node being replaced", zap.String("node", r.old.Name), zap.Error(err))
+			return
+		}
+		c.o.log.Info("replacement is Ready: draining the old node", zap.String("pool", r.pool.name), zap.String("node", r.old.Name), zap.String("replacement", r.newName))
+		c.event(r.oldNode, corev1.EventTypeNormal, "DrainStarted", "replacement %s is Ready; draining", r.newName)
+		r.mark, r.hasMark, r.phase = mark, true, PhaseDraining
+		c.drain(w, r, r.pool.name)
+		return
+	}
+	if since := c.firstSeen(w, r); c.o.clock.Since(since) > rc.JoinTimeout {
+		c.discard(ctx, r, fmt.Sprintf("the replacement %s did not become Ready within %v", r.newName, rc.JoinTimeout))
+	}
+}
+
+// firstSeen returns when the replacement was created: its server's
+// creation time, else when this Controller first saw its claim.
+func (c *Controller) firstSeen(w *world, r *replacement) time.Time {
+	if s := w.serverByID(r.newID); s != nil && !s.Created.IsZero() {
+		return s.Created
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.seen[r.newName]
+	if !ok {
+		t = c.o.clock.Now()
+		c.seen[r.newName] = t
+	}
+	return t
+}
+
+// discard deletes a replacement that will not serve (its create failed,
+// or it did not join) and stops the pool's rollout: the old node is left
+// as it is.
+func (c *Controller) discard(ctx context.Context, r *replacement, why string) {
+	if p := c.poolNamed(r.newPool.name); p != nil {
+		id := pool.ClaimID(r.newPool.name, r.newName)
+		if r.newID != 0 {
+			id = fmt.Sprintf("hcloud://%d", r.newID)
+		}
+		if err := p.ForceDeleteInstances(ctx, []string{id}); err != nil {
+			c.o.log.Warn("could not delete the replacement that did not join", zap.String("replacement", r.newName), zap.Error(err))
+			return
+		}
+	}
+	c.stop(ctx, r, why, "failed")
+}
+
+// stop ends a replacement without deleting the old server: the old node
+// is uncordoned (the lifecycle cordoned it), its mark replaced by a Stop,
+// the replacement unprotected.
+func (c *Controller) stop(ctx context.Context, r *replacement, why, result string) {
+	c.o.log.Warn("replacement stopped; the old node goes on serving", zap.String("pool", r.pool.name), zap.String("node", r.old.Name), zap.String("replacement", r.newName), zap.String("reason", why))
+	c.m.result(r.pool.name, result)
+	c.unprotect(ctx, r.newNode)
+	if r.oldNode == nil {
+		return
+	}
+	// Uncordon first: the mark stays until the node serves again, so a
+	// restart in between finds the replacement and ends it again.
+	if r.hasMark && r.mark.Phase != PhaseSurging {
+		if err := nodedrain.Uncordon(ctx, c.client, r.oldNode.Name); err != nil {
+			c.o.log.Warn("could not uncordon the node; trying again at the next step", zap.String("node", r.old.Name), zap.Error(err))
+			return
+		}
+	}
+	stop := encode(Stop{At: c.o.clock.Now(), Replacement: r.newName, Reason: why})
+	if err := c.annotate(ctx, r.oldNode.Name, map[string]*string{ReplacementAnnotation: nil, StoppedAnnotation: &stop}); err != nil {
+		c.o.log.Warn("could not record the stop on the node", zap.String("node", r.old.Name), zap.Error(err))
+	}
+	c.event(r.oldNode, corev1.EventTypeWarning, "ReplacementStopped", "%s", why)
+}
+
+// orphan undoes the mark of a node whose replacement is gone (deleted by
+// someone, or never created).
+func (c *Controller) orphan(ctx context.Context, w *world, n *corev1.Node) {
+	m, _ := markOf(n)
+	id := w.serverOfNode(n)
+	pv := w.poolOfServer(id)
+	if pv == nil {
+		return
+	}
+	r := &replacement{pool: pv, old: *w.serverByID(id), newName: m.Replacement, mark: m, hasMark: true, oldNode: n, phase: m.Phase}
+	if m.Phase == PhaseSurging {
+		// Nothing was cordoned: drop the mark and let the plan decide.
+		if err := c.annotate(ctx, n.Name, map[string]*string{ReplacementAnnotation: nil}); err != nil {
+			c.o.log.Warn("could not clear a stale mark", zap.String("node", n.Name), zap.Error(err))
+		}
+		return
+	}
+	c.stop(ctx, r, fmt.Sprintf("the replacement %s is gone", m.Replacement), "stopped")
+}
+
+// drain runs the drain of r's old node in the background, once per node.
+func (c *Controller) drain(w *world, r *replacement, poolName string) {
+	c.mu.Lock()
+	if _, running := c.drains[r.old.ID]; running || c.ctx.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	c.drains[r.old.ID] = cancel
+	c.mu.Unlock()
+	rc := w.settings(r.pool)
+	timeout := rc.DrainTimeout - c.o.clock.Since(r.mark.Since)
+	c.wg.Go(func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.drains, r.old.ID)
+			c.mu.Unlock()
+			cancel()
+		}()
+		c.runDrain(ctx, r, poolName, timeout)
+	})
+}
+
+func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName string, timeout time.Duration) {
+	// Cordon again: after a restart between the mark and the cordon the
+	// node may still take pods.
+	err := nodedrain.Cordon(ctx, c.client, r.old.Name)
+	switch {
+	case err != nil:
+	case timeout <= 0:
+		err = fmt.Errorf("the drain did not finish within its timeout (%v since it started)", c.o.clock.Since(r.mark.Since).Round(time.Second))
+	default:
+		o := c.o.drain
+		o.Timeout, o.Log = timeout, c.o.log.With(zap.String("pool", poolName))
+		err = nodedrain.Drain(ctx, c.client, r.old.Name, o)
+	}
+	if ctx.Err() != nil {
+		return // closed or no longer leading: the next leader carries on
+	}
+	if err != nil {
+		c.stop(ctx, r, "the drain did not finish: "+err.Error(), "stopped")
+		return
+	}
+	r.mark.Phase = PhaseDeleting
+	mark := encode(r.mark)
+	if err := c.annotate(ctx, r.old.Name, map[string]*string{ReplacementAnnotation: &mark}); err != nil {
+		c.o.log.Warn("could not mark the drained node", zap.String("node", r.old.Name), zap.Error(err))
+		return
+	}
+	c.deleteOld(ctx, r)
+}
+
+// deleteOld deletes the replaced server through its pool.
+func (c *Controller) deleteOld(ctx context.Context, r *replacement) {
+	p := c.poolNamed(r.pool.name)
+	if p == nil {
+		return
+	}
+	if err := p.DeleteInstances(ctx, []string{r.old.ProviderID()}); err != nil {
+		c.o.log.Warn("could not delete the replaced server; trying again at the next step", zap.String("node", r.old.Name), zap.Error(err))
+		return
+	}
+	c.o.log.Info("node replaced: old server deleted", zap.String("pool", r.pool.name), zap.String("node", r.old.Name), zap.String("replacement", r.newName))
+	if r.oldNode != nil {
+		c.event(r.oldNode, corev1.EventTypeNormal, "Replaced", "drained and deleted; replaced by %s", r.newName)
+	}
+	c.m.result(r.pool.name, "done")
+}
+
+// stopDrains cancels the drains in progress (the process no longer leads).
+func (c *Controller) stopDrains() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cancel := range c.drains {
+		cancel()
+	}
+}
+
+// cordonMarked marks the node, then cordons it: a mark without a cordon
+// is recovered (the next step cordons again), a cordon without a mark
+// would look like a person's.
+func (c *Controller) cordonMarked(ctx context.Context, n *corev1.Node, m Mark) error {
+	v := encode(m)
+	if err := c.annotate(ctx, n.Name, map[string]*string{ReplacementAnnotation: &v}); err != nil {
+		return err
+	}
+	return nodedrain.Cordon(ctx, c.client, n.Name)
+}
+
+func (c *Controller) protect(ctx context.Context, n *corev1.Node, old int64) {
+	if _, ok := n.Annotations[ProtectsAnnotation]; ok {
+		return
+	}
+	if n.Annotations[ScaleDownDisabledAnnotation] == "true" {
+		return // someone else's: leave it, and never remove it
+	}
+	t, id := "true", fmt.Sprint(old)
+	if err := c.annotate(ctx, n.Name, map[string]*string{ScaleDownDisabledAnnotation: &t, ProtectsAnnotation: &id}); err != nil {
+		c.o.log.Warn("could not protect the replacement from scale-down", zap.String("node", n.Name), zap.Error(err))
+	}
+}
+
+func (c *Controller) unprotect(ctx context.Context, n *corev1.Node) {
+	if n == nil {
+		return
+	}
+	if _, ok := n.Annotations[ProtectsAnnotation]; !ok {
+		return
+	}
+	if err := c.annotate(ctx, n.Name, map[string]*string{ScaleDownDisabledAnnotation: nil, ProtectsAnnotation: nil}); err != nil {
+		c.o.log.Warn("could not lift the scale-down protection", zap.String("node", n.Name), zap.Error(err))
+	}
+}
+
+func (c *Controller) event(n *corev1.Node, kind, reason, format string, args ...any) {
+	if c.o.recorder != nil && n != nil {
+		c.o.recorder.Eventf(n, kind, reason, format, args...)
+	}
+}
+
+// annotate sets (non-nil) and removes (nil) annotations of a node in one
+// merge patch.
+func (c *Controller) annotate(ctx context.Context, node string, set map[string]*string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
+	if err != nil {
+		return err
+	}
+	if _, err := c.client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("node %s: annotating: %w", node, err)
+	}
+	return nil
+}

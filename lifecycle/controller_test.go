@@ -1,0 +1,388 @@
+package lifecycle_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+	"github.com/hcloudscale/hcloudscale/lifecycle"
+	"github.com/hcloudscale/hcloudscale/nodedrain"
+)
+
+// env is one cluster: the fake Hetzner API, a Cluster on it, a fake
+// Kubernetes API whose "kubelet" registers a Ready node for every running
+// server, and a Controller.
+type env struct {
+	t       *testing.T
+	api     *hcloudtest.Server
+	cluster *hcloudscale.Cluster
+	kube    *fake.Clientset
+	ctrl    *lifecycle.Controller
+	clk     *clocktesting.FakeClock
+
+	mu       sync.Mutex
+	joins    bool            // the kubelet registers new servers
+	evicted  []string        // pods evicted, in order
+	refuse   map[string]bool // pods whose eviction the "budget" refuses
+	readyAt  map[string]time.Time
+	nodeSeen map[string]bool
+}
+
+func clusterConfig(cloudInit string, replace map[string]any, top map[string]any) config.Env {
+	cc := map[string]any{
+		"clusterName":   "prod",
+		"imagesForArch": map[string]string{"amd64": "ubuntu-24.04"},
+		"nodeConfigs": map[string]any{
+			"workers": map[string]any{"cloudInit": cloudInit, "replace": replace},
+		},
+	}
+	if top != nil {
+		cc["replace"] = top
+	}
+	doc, _ := json.Marshal(cc)
+	return config.MapEnv(map[string]string{"HCLOUD_CLUSTER_CONFIG": base64.StdEncoding.EncodeToString(doc)}, nil)
+}
+
+func load(t *testing.T, api *hcloudtest.Server, e config.Env, nodes string) *config.Config {
+	t.Helper()
+	vars := map[string]string{"HCLOUD_TOKEN": api.Token(), "HCLOUD_ENDPOINT": api.URL()}
+	for _, k := range []string{"HCLOUD_CLUSTER_CONFIG"} {
+		v, _ := e.Lookup(k)
+		vars[k] = v
+	}
+	cfg, err := config.Load(config.MapEnv(vars, nil), []string{nodes})
+	if err != nil {
+		t.Fatalf("config.Load: %v", err)
+	}
+	return cfg
+}
+
+var replaceImageAndCloudInit = map[string]any{"drift": []string{"user_data", "image"}, "joinTimeout": "2m", "drainTimeout": "1m"}
+
+func newEnv(t *testing.T, servers int, replace map[string]any) *env {
+	t.Helper()
+	api := hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(0))
+	t.Cleanup(api.Close)
+	cfg := load(t, api, clusterConfig("#cloud-config\n", replace, nil), "1:5:cx23:fsn1:workers")
+	c, err := hcloudscale.New(context.Background(), cfg, hcloudscale.WithListTTL(time.Millisecond), hcloudscale.WithPollInterval(time.Millisecond),
+		hcloudscale.WithClientOptions(hcloud.WithPollOpts(hcloud.PollOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond)})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	e := &env{t: t, api: api, cluster: c, kube: fake.NewClientset(), joins: true, refuse: map[string]bool{}, nodeSeen: map[string]bool{}}
+	e.kube.PrependReactor("create", "pods", e.evict)
+	if servers > 0 {
+		if err := c.Pool("workers").IncreaseSize(context.Background(), servers); err != nil {
+			t.Fatal(err)
+		}
+		e.settle(func() bool { return len(e.running()) == servers })
+		e.kubelet()
+	}
+	e.clk = clocktesting.NewFakeClock(time.Now())
+	e.ctrl, err = lifecycle.New(c, e.kube, lifecycle.WithClock(e.clk), lifecycle.WithDrainOptions(nodedrain.Options{Backoff: time.Millisecond, Poll: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.ctrl.Close)
+	return e
+}
+
+// evict plays the Eviction API: the pod goes, unless its "budget"
+// refuses (429).
+func (e *env) evict(a k8stesting.Action) (bool, runtime.Object, error) {
+	if a.GetSubresource() != "eviction" {
+		return false, nil, nil
+	}
+	ev := a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction)
+	e.mu.Lock()
+	refused := e.refuse[ev.Name]
+	if !refused {
+		e.evicted = append(e.evicted, ev.Name)
+	}
+	e.mu.Unlock()
+	if refused {
+		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 1)
+	}
+	err := e.kube.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, ev.Namespace, ev.Name)
+	return true, nil, err
+}
+
+func (e *env) running() []hcloudtest.ServerInfo {
+	all, err := e.api.Servers("")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []hcloudtest.ServerInfo
+	for _, s := range all {
+		if s.Status == hcloud.ServerStatusRunning {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (e *env) settle(done func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			e.t.Fatal("timed out")
+		}
+		_ = e.cluster.Refresh(context.Background())
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// kubelet registers a Ready node, with one pod, for each running server
+// without one (while joins), and removes the nodes of deleted servers.
+func (e *env) kubelet() {
+	ctx := context.Background()
+	live := map[string]bool{}
+	for _, s := range e.running() {
+		live[s.Name] = true
+		e.mu.Lock()
+		seen, joins := e.nodeSeen[s.Name], e.joins
+		e.mu.Unlock()
+		if seen || !joins {
+			continue
+		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: s.Name}, Spec: corev1.NodeSpec{ProviderID: fmt.Sprintf("hcloud://%d", s.ID)},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+		if _, err := e.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app-on-" + s.Name, Namespace: "default"}, Spec: corev1.PodSpec{NodeName: s.Name},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if _, err := e.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+		e.mu.Lock()
+		e.nodeSeen[s.Name] = true
+		e.mu.Unlock()
+	}
+	nodes, _ := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	for _, n := range nodes.Items {
+		if !live[n.Name] {
+			_ = e.kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+		}
+	}
+}
+
+func (e *env) reconfigure(cloudInit string, replace map[string]any, top map[string]any) {
+	e.t.Helper()
+	if err := e.cluster.Reconfigure(context.Background(), load(e.t, e.api, clusterConfig(cloudInit, replace, top), "1:5:cx23:fsn1:workers")); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) node(name string) *corev1.Node {
+	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil
+	}
+	return n
+}
+
+// run steps the controller (and the kubelet) until done or the steps run
+// out, checking the invariants after every step: no pod of a node is
+// evicted before a replacement of that node is Ready, and the pool never
+// has more servers than it started with plus maxSurge.
+func (e *env) run(steps, start, surge int, done func() bool) {
+	e.t.Helper()
+	for range steps {
+		if done() {
+			return
+		}
+		if _, err := e.ctrl.Step(context.Background()); err != nil {
+			e.t.Fatalf("Step: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+		_ = e.cluster.Refresh(context.Background())
+		e.kubelet()
+		if n := len(e.all()); n > start+surge {
+			e.t.Fatalf("%d servers; the pool started with %d and may surge by %d", n, start, surge)
+		}
+	}
+	if !done() {
+		e.t.Fatalf("not done after %d steps", steps)
+	}
+}
+
+func (e *env) all() []hcloudtest.ServerInfo {
+	all, _ := e.api.Servers("")
+	return all
+}
+
+func TestDriftRollsEveryNodeOneAtATime(t *testing.T) {
+	e := newEnv(t, 3, replaceImageAndCloudInit)
+	old := map[string]bool{}
+	for _, s := range e.running() {
+		old[s.Name] = true
+	}
+	if p, err := e.ctrl.Step(context.Background()); err != nil || len(p.Steps) != 0 {
+		t.Fatalf("before any change: %+v, %v", p, err)
+	}
+	e.reconfigure("#cloud-config\npackages: [htop]\n", replaceImageAndCloudInit, nil)
+	e.run(400, 3, 1, func() bool {
+		for _, s := range e.all() {
+			if old[s.Name] {
+				return false
+			}
+		}
+		return len(e.running()) == 3
+	})
+	e.mu.Lock()
+	evicted := append([]string(nil), e.evicted...)
+	e.mu.Unlock()
+	if len(evicted) != 3 {
+		t.Errorf("evicted %v; want the 3 pods of the old nodes, once each", evicted)
+	}
+	for name := range old {
+		if e.node(name) != nil {
+			t.Errorf("old node %s still there", name)
+		}
+	}
+	for _, s := range e.running() {
+		n := e.node(s.Name)
+		if n == nil {
+			t.Fatalf("no node for %s", s.Name)
+		}
+		if _, ok := n.Annotations[lifecycle.ScaleDownDisabledAnnotation]; ok {
+			t.Errorf("%s keeps the scale-down protection after its old node went", s.Name)
+		}
+	}
+	if p := e.cluster.Pool("workers"); p.TargetSize() != 3 {
+		t.Errorf("target %d; want 3 as before", p.TargetSize())
+	}
+}
+
+func TestReplacementThatNeverJoinsStopsThePool(t *testing.T) {
+	e := newEnv(t, 2, map[string]any{"drift": []string{"user_data"}, "joinTimeout": "10m"})
+	e.reconfigure("#cloud-config\n# v2\n", map[string]any{"drift": []string{"user_data"}, "joinTimeout": "10m"}, nil)
+	e.mu.Lock()
+	e.joins = false
+	e.mu.Unlock()
+	before := e.running()
+	if _, err := e.ctrl.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(func() bool { return len(e.running()) == 3 })
+	// The replacement is older than the join timeout.
+	e.clk.Step(11 * time.Minute)
+	e.run(100, 2, 1, func() bool { return len(e.all()) == 2 })
+	for _, s := range before {
+		n := e.node(s.Name)
+		if n.Spec.Unschedulable {
+			t.Errorf("old node %s cordoned", s.Name)
+		}
+	}
+	stopped := 0
+	for _, s := range before {
+		if v := e.node(s.Name).Annotations[lifecycle.StoppedAnnotation]; strings.Contains(v, "did not become Ready") {
+			stopped++
+		}
+	}
+	if stopped != 1 {
+		t.Errorf("%d nodes carry the stop; want 1", stopped)
+	}
+	// The pool's rollout stays stopped: nothing new starts.
+	for range 5 {
+		p, err := e.ctrl.Step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Count(lifecycle.StateStart) != 0 {
+			t.Fatalf("a replacement started after the stop: %+v", p.Steps)
+		}
+	}
+	if len(e.all()) != 2 {
+		t.Errorf("%d servers; want the 2 old ones", len(e.all()))
+	}
+}
+
+func containsName(ss []hcloudtest.ServerInfo, name string) bool {
+	for _, s := range ss {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDrainBlockedUncordonsAndKeepsTheOldServer(t *testing.T) {
+	rc := map[string]any{"drift": []string{"user_data"}, "drainTimeout": "1s"}
+	e := newEnv(t, 1, rc)
+	old := e.running()[0]
+	e.mu.Lock()
+	e.refuse["app-on-"+old.Name] = true
+	e.mu.Unlock()
+	e.reconfigure("#cloud-config\n# v2\n", rc, nil)
+	e.run(300, 1, 1, func() bool {
+		n := e.node(old.Name)
+		return n != nil && strings.Contains(n.Annotations[lifecycle.StoppedAnnotation], "drain did not finish")
+	})
+	n := e.node(old.Name)
+	if n.Spec.Unschedulable {
+		t.Error("the old node stays cordoned after the drain stopped")
+	}
+	if _, ok := e.api.ServerByID(old.ID); !ok {
+		t.Error("the old server was deleted although its drain did not finish")
+	}
+	if _, ok := n.Annotations[lifecycle.ReplacementAnnotation]; ok {
+		t.Error("the old node keeps its replacement mark")
+	}
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	e := newEnv(t, 2, replaceImageAndCloudInit)
+	e.reconfigure("#cloud-config\n# v2\n", replaceImageAndCloudInit, nil)
+	dry, err := lifecycle.New(e.cluster, e.kube, lifecycle.WithDryRun(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dry.Close()
+	e.api.ResetCounts()
+	for range 3 {
+		p, err := dry.Step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Count(lifecycle.StateStart) != 1 || p.Count(lifecycle.StateBlocked) != 1 {
+			t.Fatalf("plan: %+v", p.Steps)
+		}
+	}
+	for tmpl, n := range e.api.Counts() {
+		if !strings.HasPrefix(tmpl, "GET ") && n > 0 {
+			t.Errorf("dry run sent %d %s", n, tmpl)
+		}
+	}
+	if len(e.all()) != 2 {
+		t.Errorf("%d servers after a dry run", len(e.all()))
+	}
+	nodes, _ := e.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	for _, n := range nodes.Items {
+		if len(n.Annotations) > 0 || n.Spec.Unschedulable {
+			t.Errorf("dry run changed node %s: %v", n.Name, n.Annotations)
+		}
+	}
+}

@@ -1,0 +1,52 @@
+// Package lifecycle keeps the nodes of an hcloudscale.Cluster current: it
+// replaces the nodes that drifted from their pool's configuration, aged
+// past the pool's expireAfter, or belong to a pool removed from the
+// configuration, one budgeted step at a time, surge-first and drained
+// through the Eviction API. The rules, and what the Cluster Autoscaler does
+// meanwhile, are in docs/keeping-nodes-current.md.
+//
+// # One replacement
+//
+// A Controller's Step reads the pools (servers, claims, drift) from the
+// Cluster's memory and the nodes from Kubernetes, and for each node due:
+//
+//  1. surging: pool.Pool.Surge creates a replacement in the node's pool,
+//     labelled config.LabelReplaces with the old server's ID; the target
+//     rises by one at once (above max by at most maxSurge). Once the
+//     replacement's node registers it gets the autoscaler's
+//     ScaleDownDisabledAnnotation (and ProtectsAnnotation).
+//  2. draining: once the replacement's node is Ready and schedulable, the
+//     old node is marked (ReplacementAnnotation), cordoned and drained with
+//     package nodedrain: PodDisruptionBudgets hold, DaemonSet and mirror
+//     pods stay, a pod marked not to be disrupted stops the drain.
+//  3. deleting: the old server is deleted through its pool (fenced by the
+//     Lease with hcloudscale.WithFence). Once it is gone the replacement's
+//     protection is lifted.
+//
+// A replacement that is not Ready within the pool's joinTimeout, or whose
+// create failed, is deleted and the old node left as it is; a drain that
+// does not finish within drainTimeout uncordons the old node. Both leave a
+// Stop (StoppedAnnotation) on the old node, and the pool starts nothing
+// new for retryAfter. A node of a removed pool is drained out without a
+// replacement (its pods move to the other pools, the autoscaler scaling
+// them up) when the cluster's replace.removedPools is set.
+//
+// # Budgets and windows
+//
+// A node starts only while: neither the cluster nor its pool is paused;
+// one of its windows is open (the pool's, else the cluster's, else any
+// time); its pool has fewer than maxInFlight replacements in progress and
+// the cluster fewer than replace.maxInFlight; its pool's last stop is
+// older than retryAfter; the surge fits maxSurge; its server runs and its
+// node is Ready and not cordoned by someone else; and no pod on it would
+// hold the drain (nodedrain.Blockers). Plan reports what holds each node.
+//
+// # State
+//
+// Nothing of a replacement lives only in memory: the replacement server's
+// label, the old node's mark and stop, and the replacement node's
+// protection are the state, so that a restart or a new leader finishes
+// each replacement where it stood: a drain starts again, a replacement
+// whose old server is gone is finished, a mark whose replacement is gone
+// is undone.
+package lifecycle

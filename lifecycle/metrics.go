@@ -1,0 +1,49 @@
+package lifecycle
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the lifecycle's Prometheus metrics.
+type metrics struct {
+	nodes   *prometheus.GaugeVec   // by pool, reason, state
+	results *prometheus.CounterVec // by pool, result
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hcloudscale_replacement_nodes",
+			Help: "Nodes due for replacement at the last step, by pool, reason and state (start: starting now; blocked: held by a window, budget, max size, pod or pause; in_progress).",
+		}, []string{"pool", "reason", "state"}),
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hcloudscale_replacements_total",
+			Help: "Replacements by pool and result: started; done (old server deleted); failed (the replacement did not join or was not created); stopped (the drain did not finish, or the replacement went away).",
+		}, []string{"pool", "result"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.nodes, m.results} {
+		if err := reg.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observe(p *Plan) {
+	m.nodes.Reset()
+	for _, st := range p.Steps {
+		for _, r := range st.Reasons {
+			m.nodes.WithLabelValues(st.Pool, r, st.State).Inc()
+		}
+	}
+}
+
+func (m *metrics) result(pool, result string) { m.results.WithLabelValues(pool, result).Inc() }

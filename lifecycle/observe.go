@@ -1,0 +1,122 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+
+	"github.com/hcloudscale/hcloudscale/pool"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+// observe reads what a plan is made from: the pools, their servers and
+// drift from the Cluster's memory (a listing when its TTL passed), the
+// catalogue's prices, and the nodes.
+func (c *Controller) observe(ctx context.Context) (*world, error) {
+	if err := c.cluster.Refresh(ctx); err != nil {
+		return nil, fmt.Errorf("refreshing the server listing: %w", err)
+	}
+	drift, err := c.cluster.Drift(ctx)
+	if err != nil {
+		// Pools whose image cannot be resolved now leave the image out.
+		c.o.log.Debug("drift is partial", zap.Error(err))
+	}
+	types, err := c.cluster.ServerTypes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("server types: %w", err)
+	}
+	nodes, err := c.listNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg := c.cluster.Config()
+	w := &world{now: c.o.clock.Now(), cluster: cfg.Replace, price: priceFunc(types)}
+	for _, p := range c.cluster.Pools() {
+		pv := viewOf(p, drift[p.Name()])
+		pv.hourly, pv.priced = w.price(p.Config().ServerType, p.Config().Location)
+		w.pools = append(w.pools, pv)
+	}
+	w.indexNodes(nodes)
+	return w, nil
+}
+
+func viewOf(p *pool.Pool, drift []pool.Drift) poolView {
+	cfg := p.Config()
+	pv := poolView{name: p.Name(), removed: p.Removed(), replace: cfg.Replace, target: p.TargetSize(), max: p.MaxSize(),
+		servers: p.Servers(), instances: p.Instances(), drift: map[int64][]pool.DriftReason{}}
+	for _, d := range drift {
+		pv.drift[d.ServerID] = d.Reasons
+	}
+	return pv
+}
+
+// listNodes lists the nodes: from the informer of Run once it has
+// synced, else from the API server (its watch cache).
+func (c *Controller) listNodes(ctx context.Context) ([]*corev1.Node, error) {
+	c.mu.Lock()
+	lister := c.nodeLister
+	c.mu.Unlock()
+	if lister != nil {
+		nodes, err := lister.List(labels.Everything())
+		if err != nil {
+			return nil, fmt.Errorf("listing nodes: %w", err)
+		}
+		return nodes, nil
+	}
+	list, err := c.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	out := make([]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// startInformer starts a node informer for Run's steps.
+func (c *Controller) startInformer(ctx context.Context) {
+	f := informers.NewSharedInformerFactoryWithOptions(c.client, 10*time.Minute)
+	lister := f.Core().V1().Nodes().Lister()
+	f.Start(ctx.Done())
+	for _, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return
+		}
+	}
+	c.mu.Lock()
+	c.nodeLister = lister
+	c.mu.Unlock()
+}
+
+func (w *world) indexNodes(nodes []*corev1.Node) {
+	w.nodes = make(map[int64]*corev1.Node, len(nodes))
+	w.byName = make(map[string]*corev1.Node, len(nodes))
+	for _, n := range nodes {
+		w.byName[n.Name] = n
+		if id := serverIDOfNode(n); id != 0 {
+			w.nodes[id] = n
+		}
+	}
+}
+
+func priceFunc(types []*servercache.ServerType) func(string, string) (float64, bool) {
+	byName := make(map[string]*servercache.ServerType, len(types))
+	for _, t := range types {
+		byName[t.Name] = t
+	}
+	return func(serverType, location string) (float64, bool) {
+		t := byName[serverType]
+		if t == nil {
+			return 0, false
+		}
+		l, ok := t.Locations[location]
+		return l.PriceHourlyNet, ok && l.HasPrice
+	}
+}

@@ -1,0 +1,487 @@
+package lifecycle
+
+import (
+	"cmp"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/pool"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+// Reasons a node is due, as a Step's Reasons and the metrics' reason label
+// carry them: "drift:<reason>" per drift reason (config.DriftReasons),
+// ReasonExpired and ReasonRemovedPool.
+const (
+	ReasonExpired     = "expired"
+	ReasonRemovedPool = "removed_pool"
+)
+
+// Step states.
+const (
+	// StateStart: nothing blocks the node; the controller starts its
+	// replacement now (in a dry run: would start).
+	StateStart = "start"
+	// StateBlocked: the node is due, but something in Blocked holds it.
+	StateBlocked = "blocked"
+	// StateInProgress: the node is being replaced (see Phase).
+	StateInProgress = "in_progress"
+)
+
+// Plan is what the lifecycle would do now: every node that is due or
+// being replaced, and why.
+type Plan struct {
+	At    time.Time
+	Steps []Step
+}
+
+// Step is one node of a Plan.
+type Step struct {
+	Pool     string
+	Node     string // the server name, which is the node name
+	ServerID int64
+	Reasons  []string
+	State    string
+	// Phase and Replacement describe a replacement in progress (State
+	// StateInProgress): Replacement is the new server's name, empty for a
+	// node of a removed pool.
+	Phase       Phase
+	Replacement string
+	// Blocked says what holds a due node (State StateBlocked), one entry
+	// per cause, in words.
+	Blocked []string
+	// Surge is true when the replacement takes the pool above its max
+	// size.
+	Surge bool
+	// HourlyOld is the hourly net price of the server replaced, HourlyNew
+	// of its replacement, at current prices; PriceKnown is false when the
+	// catalogue has either price missing.
+	HourlyOld, HourlyNew float64
+	PriceKnown           bool
+}
+
+// Count returns how many steps are in state.
+func (p *Plan) Count(state string) int {
+	n := 0
+	for i := range p.Steps {
+		if p.Steps[i].State == state {
+			n++
+		}
+	}
+	return n
+}
+
+// poolView is what the planner knows of one pool.
+type poolView struct {
+	name      string
+	removed   bool
+	replace   *config.Replace // nil: the pool replaces nothing
+	target    int
+	max       int
+	servers   []servercache.Server
+	instances []pool.Instance
+	drift     map[int64][]pool.DriftReason
+	hourly    float64 // a new server's price; valid when priced
+	priced    bool
+}
+
+// world is everything a plan is made from: no I/O happens in planning.
+type world struct {
+	now     time.Time
+	cluster config.ClusterReplace
+	pools   []poolView
+	nodes   map[int64]*corev1.Node  // by server ID (provider ID, else name)
+	byName  map[string]*corev1.Node // by node name
+	price   func(serverType, location string) (float64, bool)
+
+	stops map[string]stopSeen // lastStop's answers, by pool
+}
+
+type stopSeen struct {
+	stop  Stop
+	found bool
+}
+
+// replacement is a replacement in progress, as read back from the API.
+type replacement struct {
+	pool     *poolView // the old server's pool
+	old      servercache.Server
+	newName  string // empty: a node of a removed pool drained out
+	newID    int64  // 0 while the replacement server does not exist
+	newPool  *poolView
+	failed   *pool.ErrorInfo // the replacement's create failed
+	phase    Phase
+	mark     Mark
+	hasMark  bool
+	oldNode  *corev1.Node
+	newNode  *corev1.Node
+	replaced bool // the old server is gone: only the protection is left
+}
+
+// inventory indexes a world: servers by ID and the replacements in
+// progress.
+type inventory struct {
+	servers map[int64]*servercache.Server
+	poolOf  map[int64]*poolView
+	// byOld holds the replacements in progress by the old server's ID;
+	// done those whose old server is gone (their new node may still
+	// carry the protection); stopped the replacements a Stop on the old
+	// node ended, by new server name.
+	byOld   map[int64]*replacement
+	done    []*replacement
+	orphans []*corev1.Node // marked nodes whose replacement is gone
+}
+
+func (w *world) index() *inventory {
+	inv := &inventory{servers: map[int64]*servercache.Server{}, poolOf: map[int64]*poolView{}, byOld: map[int64]*replacement{}}
+	for i := range w.pools {
+		pv := &w.pools[i]
+		for j := range pv.servers {
+			s := &pv.servers[j]
+			inv.servers[s.ID] = s
+			inv.poolOf[s.ID] = pv
+		}
+	}
+	for i := range w.pools {
+		w.replacementsOf(inv, &w.pools[i])
+	}
+	w.drainOuts(inv)
+	return inv
+}
+
+// replacementsOf finds the replacements pv's claims and servers are.
+func (w *world) replacementsOf(inv *inventory, pv *poolView) {
+	for _, in := range pv.instances {
+		if in.Replaces <= 0 {
+			continue
+		}
+		old, ok := inv.servers[in.Replaces]
+		r := &replacement{old: servercache.Server{ID: in.Replaces}, newName: in.Name, newID: in.ServerID, newPool: pv, failed: in.Error}
+		if !ok {
+			r.replaced = true
+			r.newNode = w.nodeOf(in.ServerID, in.Name)
+			inv.done = append(inv.done, r)
+			continue
+		}
+		r.old, r.pool = *old, inv.poolOf[old.ID]
+		r.oldNode = w.nodeOf(old.ID, old.Name)
+		r.newNode = w.nodeOf(in.ServerID, in.Name)
+		if r.oldNode != nil {
+			if st, stopped := stopOf(r.oldNode); stopped && st.Replacement == in.Name {
+				r.replaced = true // ended: the new node is an ordinary one
+				inv.done = append(inv.done, r)
+				continue
+			}
+			r.mark, r.hasMark = markOf(r.oldNode)
+		}
+		r.phase = PhaseSurging
+		if r.hasMark && r.mark.Replacement == in.Name {
+			r.phase = r.mark.Phase
+		}
+		if prev, dup := inv.byOld[old.ID]; !dup || prev.newID == 0 {
+			inv.byOld[old.ID] = r
+		}
+	}
+}
+
+// drainOuts finds the nodes drained out without a replacement and the
+// marks whose replacement is gone.
+func (w *world) drainOuts(inv *inventory) {
+	for _, n := range w.byName {
+		m, ok := markOf(n)
+		if !ok {
+			continue
+		}
+		id := w.serverOfNode(n)
+		if _, busy := inv.byOld[id]; busy {
+			continue
+		}
+		s, listed := inv.servers[id]
+		switch {
+		case !listed:
+			// The server is gone or being deleted: nothing to undo.
+		case m.Replacement == "":
+			inv.byOld[id] = &replacement{pool: inv.poolOf[id], old: *s, phase: m.Phase, mark: m, hasMark: true, oldNode: n}
+		default:
+			inv.orphans = append(inv.orphans, n)
+		}
+	}
+}
+
+// nodeOf returns the node of a server: by provider ID, else by name.
+func (w *world) nodeOf(id int64, name string) *corev1.Node {
+	if n := w.nodes[id]; n != nil {
+		return n
+	}
+	if n := w.byName[name]; n != nil && n.Spec.ProviderID == "" {
+		return n
+	}
+	return nil
+}
+
+// serverOfNode returns the server ID of a node: its provider ID's, else
+// the ID of the listed server with the node's name.
+func (w *world) serverOfNode(n *corev1.Node) int64 {
+	if id := serverIDOfNode(n); id != 0 {
+		return id
+	}
+	for i := range w.pools {
+		for j := range w.pools[i].servers {
+			if w.pools[i].servers[j].Name == n.Name {
+				return w.pools[i].servers[j].ID
+			}
+		}
+	}
+	return 0
+}
+
+// plan makes the Plan of w; inv is w.index().
+func (w *world) plan(inv *inventory) *Plan {
+	p := &Plan{At: w.now}
+	w.stops = nil
+	inFlight := map[string]int{}
+	for _, r := range sortedReplacements(inv.byOld) {
+		st := Step{Pool: r.pool.name, Node: r.old.Name, ServerID: r.old.ID, State: StateInProgress, Phase: r.phase, Replacement: r.newName}
+		st.Reasons = w.reasons(r.pool, &r.old)
+		p.Steps = append(p.Steps, st)
+		inFlight[r.pool.name]++
+	}
+	total := len(inv.byOld)
+	started := map[string]int{}
+	for _, c := range w.candidates(inv) {
+		st := w.decide(c, inFlight, started, total)
+		if st.State == StateStart {
+			inFlight[c.pool.name]++
+			started[c.pool.name]++
+			total++
+		}
+		p.Steps = append(p.Steps, st)
+	}
+	return p
+}
+
+func sortedReplacements(m map[int64]*replacement) []*replacement {
+	out := make([]*replacement, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *replacement) int { return cmp.Compare(a.old.ID, b.old.ID) })
+	return out
+}
+
+// candidate is a due server that is not being replaced.
+type candidate struct {
+	pool    *poolView
+	server  *servercache.Server
+	node    *corev1.Node
+	reasons []string
+}
+
+// candidates returns the due servers, oldest first.
+func (w *world) candidates(inv *inventory) []candidate {
+	var out []candidate
+	for i := range w.pools {
+		pv := &w.pools[i]
+		for j := range pv.servers {
+			s := &pv.servers[j]
+			if _, busy := inv.byOld[s.ID]; busy || w.isReplacement(inv, s) {
+				continue
+			}
+			if rs := w.reasons(pv, s); len(rs) > 0 {
+				out = append(out, candidate{pool: pv, server: s, node: w.nodeOf(s.ID, s.Name), reasons: rs})
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b candidate) int {
+		return cmp.Or(a.server.Created.Compare(b.server.Created), cmp.Compare(a.server.ID, b.server.ID))
+	})
+	return out
+}
+
+// isReplacement reports whether s replaces a server that still exists.
+func (w *world) isReplacement(inv *inventory, s *servercache.Server) bool {
+	id := replacesOf(s, config.LabelReplaces)
+	if id == 0 {
+		return false
+	}
+	r, ok := inv.byOld[id]
+	return ok && r.newName == s.Name
+}
+
+// reasons returns why s is due in pv, if it is.
+func (w *world) reasons(pv *poolView, s *servercache.Server) []string {
+	if pv.removed {
+		if w.cluster.RemovedPools {
+			return []string{ReasonRemovedPool}
+		}
+		return nil
+	}
+	rc := pv.replace
+	if !rc.Enabled() {
+		return nil
+	}
+	var out []string
+	for _, d := range pv.drift[s.ID] {
+		if slices.Contains(rc.Drift, string(d)) {
+			out = append(out, "drift:"+string(d))
+		}
+	}
+	if rc.ExpireAfter > 0 && !s.Created.IsZero() && !w.now.Before(expiry(s, rc)) {
+		out = append(out, ReasonExpired)
+	}
+	return out
+}
+
+// expiry is when s expires: its creation plus ExpireAfter plus a jitter
+// in [0, ExpireJitter) fixed by the server's ID.
+func expiry(s *servercache.Server, rc *config.Replace) time.Time {
+	t := s.Created.Add(rc.ExpireAfter)
+	if rc.ExpireJitter <= 0 {
+		return t
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(strconv.FormatInt(s.ID, 10)))
+	return t.Add(time.Duration(h.Sum64() % uint64(rc.ExpireJitter)))
+}
+
+// decide returns the Step of a candidate given what is already in flight.
+// started counts the replacements this plan starts per pool: each raises
+// the pool's target by one.
+func (w *world) decide(c candidate, inFlight, started map[string]int, total int) Step {
+	pv := c.pool
+	st := Step{Pool: pv.name, Node: c.server.Name, ServerID: c.server.ID, Reasons: c.reasons, State: StateStart}
+	w.pricesOf(&st, pv, c.server)
+	block := func(format string, args ...any) { st.Blocked = append(st.Blocked, fmt.Sprintf(format, args...)) }
+	rc := w.settings(pv)
+	if w.cluster.Paused || rc.Paused {
+		block("paused")
+	}
+	windows := rc.Windows
+	if len(windows) == 0 {
+		windows = w.cluster.Windows
+	}
+	if open, next := config.OpenAny(windows, w.now); !open {
+		if next.IsZero() {
+			block("outside the maintenance windows")
+		} else {
+			block("outside the maintenance windows (next opens %s)", next.Format(time.RFC3339))
+		}
+	}
+	if stop, at := w.lastStop(pv); at && w.now.Before(stop.At.Add(rc.RetryAfter)) {
+		block("the pool's last replacement stopped at %s (%s); retrying after %s", stop.At.Format(time.RFC3339), stop.Reason, stop.At.Add(rc.RetryAfter).Format(time.RFC3339))
+	}
+	if n := inFlight[pv.name]; n >= rc.MaxInFlight {
+		block("the pool has %d of %d replacements in progress (maxInFlight)", n, rc.MaxInFlight)
+	}
+	if limit := max(w.cluster.MaxInFlight, 1); total >= limit {
+		block("the cluster has %d of %d replacements in progress (replace.maxInFlight)", total, limit)
+	}
+	w.nodeBlocks(c, block)
+	if !pv.removed {
+		after := pv.target + started[pv.name] + 1
+		st.Surge = after > pv.max
+		if after > pv.max+rc.MaxSurge {
+			block("the pool is at its max size %d and may surge by %d (maxSurge)", pv.max, rc.MaxSurge)
+		}
+	}
+	if len(st.Blocked) > 0 {
+		st.State = StateBlocked
+	}
+	return st
+}
+
+// nodeBlocks adds what about the candidate's node holds it.
+func (w *world) nodeBlocks(c candidate, block func(string, ...any)) {
+	switch {
+	case c.server.Status != "running":
+		block("the server is %s", c.server.Status)
+	case c.node == nil:
+		block("the server has no node")
+	case c.node.Spec.Unschedulable:
+		block("the node is cordoned (by someone else: the lifecycle replaces no node a person took out)")
+	case !ready(c.node):
+		block("the node is not Ready")
+	}
+}
+
+// settings returns the replace settings a pool runs with: a removed
+// pool's come from the cluster's.
+func (w *world) settings(pv *poolView) config.Replace {
+	if pv.replace != nil && !pv.removed {
+		return *pv.replace
+	}
+	return config.Replace{
+		MaxInFlight: max(w.cluster.MaxInFlight, 1),
+		RetryAfter:  config.DefaultReplaceRetryAfter, DrainTimeout: config.DefaultReplaceDrainTimeout,
+		JoinTimeout: config.DefaultReplaceJoinTimeout,
+	}
+}
+
+// lastStop returns the newest Stop on the nodes of pv.
+func (w *world) lastStop(pv *poolView) (Stop, bool) {
+	if seen, ok := w.stops[pv.name]; ok {
+		return seen.stop, seen.found
+	}
+	var last Stop
+	found := false
+	for i := range pv.servers {
+		n := w.nodeOf(pv.servers[i].ID, pv.servers[i].Name)
+		if n == nil {
+			continue
+		}
+		if s, ok := stopOf(n); ok && (!found || s.At.After(last.At)) {
+			last, found = s, true
+		}
+	}
+	if w.stops == nil {
+		w.stops = map[string]stopSeen{}
+	}
+	w.stops[pv.name] = stopSeen{last, found}
+	return last, found
+}
+
+func (w *world) pricesOf(st *Step, pv *poolView, s *servercache.Server) {
+	if w.price == nil {
+		return
+	}
+	old, okOld := w.price(s.ServerType, s.Location)
+	st.HourlyOld, st.HourlyNew = old, pv.hourly
+	st.PriceKnown = okOld && (pv.priced || pv.removed)
+}
+
+func (w *world) serverByID(id int64) *servercache.Server {
+	for i := range w.pools {
+		for j := range w.pools[i].servers {
+			if w.pools[i].servers[j].ID == id {
+				return &w.pools[i].servers[j]
+			}
+		}
+	}
+	return nil
+}
+
+func (w *world) poolOfServer(id int64) *poolView {
+	for i := range w.pools {
+		for j := range w.pools[i].servers {
+			if w.pools[i].servers[j].ID == id {
+				return &w.pools[i]
+			}
+		}
+	}
+	return nil
+}
+
+func (w *world) poolView(name string) *poolView {
+	for i := range w.pools {
+		if w.pools[i].name == name {
+			return &w.pools[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,296 @@
+package lifecycle
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/pool"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+var t0 = time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC) // a Monday, 02:00 in Berlin
+
+func readyNode(name string, id int64) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}},
+		Spec:       corev1.NodeSpec{ProviderID: fmt.Sprintf("hcloud://%d", id)},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+}
+
+// testWorld is a pool "workers" of n running servers with nodes, all
+// drifted in image, created a day before t0.
+func testWorld(n int, rc *config.Replace) *world {
+	pv := poolView{name: "workers", replace: rc, target: n, max: n, drift: map[int64][]pool.DriftReason{}}
+	var nodes []*corev1.Node
+	for i := range n {
+		id := int64(100 + i)
+		name := fmt.Sprintf("workers-%d", i)
+		pv.servers = append(pv.servers, servercache.Server{ID: id, Name: name, Pool: "workers", Status: "running", ServerType: "cpx21", Location: "fsn1", Created: t0.Add(-24*time.Hour + time.Duration(i)*time.Minute)})
+		pv.instances = append(pv.instances, pool.Instance{ID: fmt.Sprintf("hcloud://%d", id), ServerID: id, Name: name, State: pool.Running, Status: "running"})
+		pv.drift[id] = []pool.DriftReason{pool.DriftImage}
+		nodes = append(nodes, readyNode(name, id))
+	}
+	w := &world{now: t0, cluster: config.ClusterReplace{MaxInFlight: 10}, pools: []poolView{pv}}
+	w.indexNodes(nodes)
+	return w
+}
+
+func replaceAll() *config.Replace {
+	return &config.Replace{Drift: []string{"image"}, MaxSurge: 1, MaxInFlight: 1, JoinTimeout: 10 * time.Minute, DrainTimeout: 15 * time.Minute, RetryAfter: time.Hour}
+}
+
+func states(p *Plan) map[string]string {
+	out := map[string]string{}
+	for _, st := range p.Steps {
+		out[st.Node] = st.State
+	}
+	return out
+}
+
+func TestPlanStartsOneAndBlocksTheRestByBudget(t *testing.T) {
+	w := testWorld(3, replaceAll())
+	p := w.plan(w.index())
+	if got := p.Count(StateStart); got != 1 {
+		t.Fatalf("starts = %d; want 1 (maxInFlight 1): %+v", got, p.Steps)
+	}
+	if p.Steps[0].Node != "workers-0" || !p.Steps[0].Surge || !slices.Equal(p.Steps[0].Reasons, []string{"drift:image"}) {
+		t.Errorf("first step = %+v; want the oldest node, a surge, drift:image", p.Steps[0])
+	}
+	for _, st := range p.Steps[1:] {
+		if st.State != StateBlocked || !strings.Contains(strings.Join(st.Blocked, ";"), "maxInFlight") {
+			t.Errorf("%s: %s %v; want blocked by maxInFlight", st.Node, st.State, st.Blocked)
+		}
+	}
+}
+
+func TestPlanRespectsOptIn(t *testing.T) {
+	rc := replaceAll()
+	rc.Drift = []string{"user_data"} // the servers drifted in image only
+	w := testWorld(2, rc)
+	if p := w.plan(w.index()); len(p.Steps) != 0 {
+		t.Errorf("steps for a reason the pool did not enable: %+v", p.Steps)
+	}
+	w = testWorld(2, nil)
+	if p := w.plan(w.index()); len(p.Steps) != 0 {
+		t.Errorf("steps for a pool without replace: %+v", p.Steps)
+	}
+}
+
+func TestPlanMaxSurgeZeroWaitsAtMax(t *testing.T) {
+	rc := replaceAll()
+	rc.MaxSurge = 0
+	w := testWorld(2, rc)
+	p := w.plan(w.index())
+	if p.Count(StateStart) != 0 || !strings.Contains(strings.Join(p.Steps[0].Blocked, ";"), "max size 2") {
+		t.Errorf("maxSurge 0 at max: %+v", p.Steps[0])
+	}
+	w.pools[0].max = 3 // room below max: no surge needed
+	p = w.plan(w.index())
+	if p.Count(StateStart) != 1 || p.Steps[0].Surge {
+		t.Errorf("below max: %+v", p.Steps[0])
+	}
+}
+
+func TestPlanWindows(t *testing.T) {
+	rc := replaceAll()
+	win, err := config.ParseWindow("0 2 * * *", 3*time.Hour, "Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Windows = []config.Window{win}
+	w := testWorld(1, rc)
+	w.now = t0.Add(30 * time.Minute) // 02:30 Berlin
+	if p := w.plan(w.index()); p.Steps[0].State != StateStart {
+		t.Errorf("inside the window: %+v", p.Steps[0])
+	}
+	w.now = t0.Add(4 * time.Hour) // 06:00 Berlin
+	p := w.plan(w.index())
+	if p.Steps[0].State != StateBlocked || !strings.Contains(p.Steps[0].Blocked[0], "next opens 2026-12-08T01:00:00Z") {
+		t.Errorf("outside the window: %+v", p.Steps[0])
+	}
+	// The cluster's windows apply to a pool without its own.
+	rc.Windows = nil
+	w.cluster.Windows = []config.Window{win}
+	if p := w.plan(w.index()); p.Steps[0].State != StateBlocked {
+		t.Errorf("outside the cluster's window: %+v", p.Steps[0])
+	}
+}
+
+func TestPlanExpiry(t *testing.T) {
+	rc := &config.Replace{ExpireAfter: 24 * time.Hour, ExpireJitter: time.Hour, MaxSurge: 1, MaxInFlight: 5, RetryAfter: time.Hour}
+	w := testWorld(50, rc)
+	for id := range w.pools[0].drift {
+		delete(w.pools[0].drift, id)
+	}
+	w.now = t0.Add(2 * time.Hour) // past every server's expiry and jitter
+	p := w.plan(w.index())
+	if len(p.Steps) != 50 {
+		t.Fatalf("%d steps; want all 50 expired", len(p.Steps))
+	}
+	// At t0 no server is a full day plus its jitter old except those
+	// whose jitter is small: the jitter spreads the pool.
+	w.now = t0.Add(30 * time.Minute)
+	due := len(w.plan(w.index()).Steps)
+	if due == 0 || due == 50 {
+		t.Errorf("%d of 50 due half-way through the jitter; want some, not all", due)
+	}
+}
+
+func TestPlanPausedAndStopped(t *testing.T) {
+	rc := replaceAll()
+	rc.Paused = true
+	w := testWorld(1, rc)
+	if p := w.plan(w.index()); p.Steps[0].Blocked[0] != "paused" {
+		t.Errorf("paused pool: %+v", p.Steps[0])
+	}
+	rc.Paused = false
+	w.byName["workers-0"].Annotations[StoppedAnnotation] = encode(Stop{At: t0.Add(-10 * time.Minute), Reason: "drain blocked"})
+	if p := w.plan(w.index()); p.Steps[0].State != StateBlocked || !strings.Contains(p.Steps[0].Blocked[0], "drain blocked") {
+		t.Errorf("after a stop: %+v", p.Steps[0])
+	}
+	w.now = t0.Add(time.Hour)
+	if p := w.plan(w.index()); p.Steps[0].State != StateStart {
+		t.Errorf("after retryAfter: %+v", p.Steps[0])
+	}
+}
+
+func TestPlanNodesAPersonCordonedAreLeftAlone(t *testing.T) {
+	w := testWorld(1, replaceAll())
+	w.byName["workers-0"].Spec.Unschedulable = true
+	if p := w.plan(w.index()); p.Steps[0].State != StateBlocked {
+		t.Errorf("cordoned node: %+v", p.Steps[0])
+	}
+}
+
+// sim plays replacements through their phases at random and checks the
+// budgets after every plan: the invariant is that no plan starts a
+// replacement that takes a pool past maxInFlight, the cluster past its cap
+// or a pool past max+maxSurge, and that nothing starts while paused or
+// outside the window.
+func TestPlanBudgetsUnderRandomInterleavings(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		rc := replaceAll()
+		rc.MaxInFlight = 1 + rng.IntN(3)
+		rc.MaxSurge = rng.IntN(3)
+		n := 2 + rng.IntN(8)
+		w := testWorld(n, rc)
+		w.cluster.MaxInFlight = 1 + rng.IntN(4)
+		win, _ := config.ParseWindow("0 * * * *", 20*time.Minute, "")
+		if rng.IntN(2) == 0 {
+			rc.Windows = []config.Window{win}
+		}
+		s := &simPool{w: w, rng: rng, next: 1000}
+		for step := range 60 {
+			w.now = t0.Add(time.Duration(step) * 7 * time.Minute)
+			rc.Paused = rng.IntN(10) == 0
+			p := w.plan(w.index())
+			s.check(t, seed, p, rc)
+			s.apply(p)
+			s.advance()
+		}
+	}
+}
+
+type simPool struct {
+	w    *world
+	rng  *rand.Rand
+	next int64
+}
+
+func (s *simPool) check(t *testing.T, seed uint64, p *Plan, rc *config.Replace) {
+	t.Helper()
+	pv := &s.w.pools[0]
+	inProgress := p.Count(StateInProgress)
+	starts := p.Count(StateStart)
+	if inProgress+starts > rc.MaxInFlight || inProgress+starts > s.w.cluster.MaxInFlight && starts > 0 {
+		t.Fatalf("seed %d: %d in progress + %d starts; pool max %d, cluster max %d", seed, inProgress, starts, rc.MaxInFlight, s.w.cluster.MaxInFlight)
+	}
+	surges := 0
+	for _, st := range p.Steps {
+		if st.State == StateStart && st.Surge {
+			surges++
+		}
+	}
+	if starts > 0 && pv.target+starts > pv.max+rc.MaxSurge {
+		t.Fatalf("seed %d: target %d + %d starts > max %d + surge %d", seed, pv.target, starts, pv.max, rc.MaxSurge)
+	}
+	if open, _ := config.OpenAny(rc.Windows, s.w.now); starts > 0 && (rc.Paused || !open) {
+		t.Fatalf("seed %d: %d starts while paused=%v open=%v", seed, starts, rc.Paused, open)
+	}
+}
+
+// apply starts the plan's replacements as Surge would: a claim in the
+// pool labelled with the old server.
+func (s *simPool) apply(p *Plan) {
+	pv := &s.w.pools[0]
+	for _, st := range p.Steps {
+		if st.State != StateStart {
+			continue
+		}
+		s.next++
+		name := fmt.Sprintf("workers-new-%d", s.next)
+		pv.instances = append(pv.instances, pool.Instance{ID: pool.ClaimID("workers", name), Name: name, State: pool.Creating, Replaces: st.ServerID})
+		pv.target++
+	}
+}
+
+// advance moves each replacement on at random: its server appears and
+// its node joins, its old server goes, or it fails and goes.
+func (s *simPool) advance() {
+	pv := &s.w.pools[0]
+	for i := 0; i < len(pv.instances); i++ {
+		in := &pv.instances[i]
+		if in.Replaces == 0 {
+			continue
+		}
+		switch s.rng.IntN(4) {
+		case 0: // the server exists and its node is Ready
+			if in.ServerID == 0 {
+				s.next++
+				in.ServerID, in.ID, in.State = s.next, fmt.Sprintf("hcloud://%d", s.next), pool.Running
+				pv.servers = append(pv.servers, servercache.Server{ID: in.ServerID, Name: in.Name, Status: "running", Created: s.w.now,
+					Labels: map[string]string{config.LabelReplaces: fmt.Sprint(in.Replaces)}})
+				n := readyNode(in.Name, in.ServerID)
+				s.w.byName[n.Name], s.w.nodes[in.ServerID] = n, n
+			}
+		case 1: // the old server is deleted
+			if in.ServerID != 0 && s.remove(in.Replaces) {
+				pv.target--
+			}
+		case 2: // the replacement fails and is deleted
+			if s.rng.IntN(4) == 0 {
+				id := in.ServerID
+				pv.instances = slices.Delete(pv.instances, i, i+1)
+				pv.target--
+				if id != 0 {
+					s.remove(id)
+				}
+				i--
+			}
+		}
+	}
+}
+
+func (s *simPool) remove(id int64) bool {
+	pv := &s.w.pools[0]
+	i := slices.IndexFunc(pv.servers, func(x servercache.Server) bool { return x.ID == id })
+	if i < 0 {
+		return false
+	}
+	name := pv.servers[i].Name
+	pv.servers = slices.Delete(pv.servers, i, i+1)
+	pv.instances = slices.DeleteFunc(pv.instances, func(x pool.Instance) bool { return x.ServerID == id })
+	delete(s.w.nodes, id)
+	delete(s.w.byName, name)
+	return true
+}
