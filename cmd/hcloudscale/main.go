@@ -38,6 +38,7 @@ func commands() []command {
 		{name: "serve", summary: "serve the Cluster Autoscaler's externalgrpc protocol", run: runServe},
 		{name: "validate", summary: "check a configuration, offline or against the API (--online), and print the plan per pool", run: runValidate},
 		{name: "status", summary: "show pools, servers by state, errors and the API budget left", run: runStatus},
+		{name: "replace", summary: "show which nodes the node lifecycle replaces now, why, and what blocks the rest (--plan)", run: runReplace},
 		{name: "scale", summary: "set a pool's size by hand and wait until its servers run", run: runScale},
 		{name: "cleanup", summary: "list this cluster's servers and, with --yes, delete them (after terraform destroy)", run: runCleanup},
 		{name: "version", summary: "print the version, commit and Go version (also --version)", run: runVersion},

@@ -18,6 +18,7 @@ import (
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc"
+	"github.com/hcloudscale/hcloudscale/lifecycle"
 )
 
 // serveFlags are the flags of hcloudscale serve.
@@ -37,6 +38,7 @@ type serveFlags struct {
 	pollInterval                 time.Duration
 	leader                       leaderFlags
 	labels                       labelFlags
+	replace                      replaceFlags
 }
 
 // minPollInterval is the shortest --poll-interval serve accepts.
@@ -55,6 +57,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":8085", "address of the Prometheus /metrics endpoint (empty: none)")
 	f.log.register(fs)
 	f.labels.register(fs)
+	f.replace.register(fs)
 	fs.DurationVar(&f.rpcTimeout, "rpc-timeout", externalgrpc.DefaultCallTimeout, "bound on the work of one call; keep it below the autoscaler's grpc_timeout (5s)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long calls in progress may finish before the service stops")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 2*time.Minute, "on SIGTERM, how long server creates in flight may run to a safe point before they are cancelled")
@@ -108,6 +111,12 @@ func (f *serveFlags) check() error {
 	addr("listen", f.listen, false)
 	addr("health-listen", f.healthListen, true)
 	addr("metrics-listen", f.metricsListen, true)
+	if f.replace.dryRun && !f.replace.enabled {
+		errs = append(errs, errors.New("--replace-dry-run needs --replace-nodes"))
+	}
+	if f.replace.interval < time.Second {
+		errs = append(errs, fmt.Errorf("--replace-interval %v: want at least 1s", f.replace.interval))
+	}
 
 	set := 0
 	for _, v := range []string{f.tlsCert, f.tlsKey, f.tlsClientCA} {
@@ -250,10 +259,11 @@ func newServeRegistry() (*prometheus.Registry, error) {
 // leadership (nil-safe without --leader-elect) and the node labeller,
 // with the logger they share.
 type backend struct {
-	log          *zap.Logger
-	cluster      *hcloudscale.Cluster
-	lead         *leadership
-	stopLabeller func()
+	log           *zap.Logger
+	cluster       *hcloudscale.Cluster
+	lead          *leadership
+	stopLabeller  func()
+	stopLifecycle func()
 }
 
 // startBackend checks the configuration against the API and starts the
@@ -285,6 +295,18 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 		_ = closeCluster(cluster, f.shutdownTimeout)
 		return nil, err
 	}
+	b.stopLifecycle = func() {}
+	if f.replace.enabled {
+		client, err := kubeClient(f.labels.kubeconfig, env)
+		if err == nil {
+			b.stopLifecycle, err = runLifecycle(ctx, &f.replace, client, b, []lifecycle.Option{lifecycle.WithRegisterer(reg)})
+		}
+		if err != nil {
+			b.stopLabeller()
+			_ = closeCluster(cluster, f.shutdownTimeout)
+			return nil, fmt.Errorf("--replace-nodes: %w", err)
+		}
+	}
 	return b, nil
 }
 
@@ -312,6 +334,7 @@ func awaitEnd(ctx context.Context, lead *leadership, kubeconfig string, env conf
 // by then (handOver): the fence stops each flow at its next write, and the
 // new leader resumes it.
 func (b *backend) close(timeout time.Duration) error {
+	b.stopLifecycle()
 	b.stopLabeller()
 	b.log.Info("waiting for server creates in flight", zap.Duration("timeout", timeout))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

@@ -95,6 +95,8 @@ func TestServeFlagValidation(t *testing.T) {
 			exitUsage, []string{`--log-level "loud"`, `--log-format "xml"`, "--shutdown-timeout 0s: must be positive", `--metrics-listen "8085"`,
 				"--list-ttl 0s: must be positive", "--poll-interval -1s: must be positive"}},
 		{"poll interval too short", []string{nodes, "--poll-interval", "10ms"}, exitUsage, []string{"--poll-interval 10ms: must be at least 100ms"}},
+		{"replace dry run alone", []string{nodes, "--replace-dry-run"}, exitUsage, []string{"--replace-dry-run needs --replace-nodes"}},
+		{"replace interval too short", []string{nodes, "--replace-nodes", "--replace-interval", "10ms"}, exitUsage, []string{"--replace-interval 10ms: want at least 1s"}},
 		// The flags below pass; the empty environment then fails with 1.
 		{"loopback IPv4", []string{nodes, "--listen", "127.0.0.1:0", "--metrics-listen", ""}, exitFailure, []string{"HCLOUD_TOKEN"}},
 		{"loopback IPv6", []string{nodes, "--listen", "[::1]:0", "--metrics-listen", ""}, exitFailure, []string{"HCLOUD_TOKEN"}},

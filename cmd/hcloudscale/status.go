@@ -88,9 +88,13 @@ type instanceStatus struct {
 	Status   string       `json:"status,omitempty"`
 	Error    *errorStatus `json:"error,omitempty"`
 	// Drift says what differs between the server and what the pool's
-	// configuration would create now ("reason: detail"); nothing replaces
-	// it by itself.
+	// configuration would create now ("reason: detail"); the node
+	// lifecycle replaces it where the pool's replace enables the reason.
 	Drift []string `json:"drift,omitempty"`
+	// Replaces is the ID of the server this one replaces (the node
+	// lifecycle's surge); while that server exists the replacement is in
+	// progress.
+	Replaces int64 `json:"replaces,omitempty"`
 }
 
 // errorStatus is an instance's error info; for a server in Hetzner status
@@ -264,7 +268,7 @@ func addDrift(ps *poolStatus, drift []pool.Drift) {
 }
 
 func newInstanceStatus(in pool.Instance) instanceStatus {
-	is := instanceStatus{ID: in.ID, Name: in.Name, ServerID: in.ServerID, State: in.State.String(), Status: string(in.Status)}
+	is := instanceStatus{ID: in.ID, Name: in.Name, ServerID: in.ServerID, State: in.State.String(), Status: string(in.Status), Replaces: in.Replaces}
 	switch {
 	case in.Error != nil:
 		is.Error = &errorStatus{Class: in.Error.Class.String(), Code: in.Error.Code, Message: in.Error.Message}
@@ -374,6 +378,30 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 	}
 	tb.flush()
 
+	printInstances(w, res, all)
+	printDrifted(w, res)
+	printReplacements(w, res)
+	printUnavailable(w, res)
+
+	if len(res.Warnings) > 0 {
+		fmt.Fprintf(w, "\nWarnings\n")
+		for _, warn := range res.Warnings {
+			fmt.Fprintf(w, "  %s\n", warn)
+		}
+	}
+
+	printConfigStatus(w, res.Config)
+
+	rl := res.RateLimit
+	fmt.Fprintf(w, "\nAPI budget: %d of %d requests left", rl.Remaining, rl.Limit)
+	if rl.Reset != nil {
+		fmt.Fprintf(w, ", full again at %s", rl.Reset.Local().Format(time.TimeOnly))
+	}
+	fmt.Fprintln(w)
+}
+
+// printInstances lists the instances with errors (all: every instance).
+func printInstances(w io.Writer, res *statusResult, all bool) {
 	var rows [][]any
 	for _, p := range res.Pools {
 		for _, in := range p.Instances {
@@ -393,7 +421,7 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 		} else {
 			fmt.Fprintf(w, "\nInstances with errors\n")
 		}
-		tb = newTable(w, "  POOL", "NAME", "ID", "STATE", "HETZNER", "ERROR")
+		tb := newTable(w, "  POOL", "NAME", "ID", "STATE", "HETZNER", "ERROR")
 		for _, r := range rows {
 			r[0] = "  " + r[0].(string)
 			tb.row(r...)
@@ -401,6 +429,10 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 		tb.flush()
 	}
 
+}
+
+// printDrifted lists the servers that differ from their pool's config.
+func printDrifted(w io.Writer, res *statusResult) {
 	var drifted [][]any
 	for _, p := range res.Pools {
 		for _, in := range p.Instances {
@@ -410,14 +442,48 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 		}
 	}
 	if len(drifted) > 0 {
-		fmt.Fprintf(w, "\nServers that differ from their pool's configuration (nothing replaces them; a drained node the autoscaler removes comes back as configured)\n")
-		tb = newTable(w, "  POOL", "NAME", "DIFFERS")
+		fmt.Fprintf(w, "\nServers that differ from their pool's configuration (replaced where the pool's replace enables the reason: hcloudscale replace --plan)\n")
+		tb := newTable(w, "  POOL", "NAME", "DIFFERS")
 		for _, r := range drifted {
 			tb.row(r...)
 		}
 		tb.flush()
 	}
 
+}
+
+// printReplacements lists the node lifecycle's replacements in progress:
+// the servers that replace a server that still exists.
+func printReplacements(w io.Writer, res *statusResult) {
+	names := map[int64]string{}
+	for _, p := range res.Pools {
+		for _, in := range p.Instances {
+			if in.ServerID != 0 {
+				names[in.ServerID] = in.Name
+			}
+		}
+	}
+	var tb *table
+	for _, p := range res.Pools {
+		for _, in := range p.Instances {
+			old, ok := names[in.Replaces]
+			if in.Replaces == 0 || !ok {
+				continue
+			}
+			if tb == nil {
+				fmt.Fprintf(w, "\nReplacements in progress\n")
+				tb = newTable(w, "  POOL", "NAME", "REPLACES", "STATE")
+			}
+			tb.row("  "+p.Name, in.Name, old, in.State)
+		}
+	}
+	if tb != nil {
+		tb.flush()
+	}
+}
+
+// printUnavailable lists the offerings marked unavailable.
+func printUnavailable(w io.Writer, res *statusResult) {
 	var unavailable []string
 	for _, p := range res.Pools {
 		for _, u := range p.Unavailable {
@@ -435,19 +501,4 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 		}
 	}
 
-	if len(res.Warnings) > 0 {
-		fmt.Fprintf(w, "\nWarnings\n")
-		for _, warn := range res.Warnings {
-			fmt.Fprintf(w, "  %s\n", warn)
-		}
-	}
-
-	printConfigStatus(w, res.Config)
-
-	rl := res.RateLimit
-	fmt.Fprintf(w, "\nAPI budget: %d of %d requests left", rl.Remaining, rl.Limit)
-	if rl.Reset != nil {
-		fmt.Fprintf(w, ", full again at %s", rl.Reset.Local().Format(time.TimeOnly))
-	}
-	fmt.Fprintln(w)
 }

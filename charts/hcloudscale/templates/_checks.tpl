@@ -9,6 +9,9 @@ problem, each naming its values. deployment.yaml includes it. */}}
 {{- if and (not $v.clusterConfig.existingName) (not (include "hcloudscale.declaresPools" .)) (not $v.nodes) -}}
 {{- $p = append $p "nodes: no pools: set nodes (e.g. --set 'nodes[0]=0:10:cpx31:fsn1:workers') or declare pools in clusterConfig.json (nodeConfigs.<pool> with serverType, location and maxSize; minSize defaults to 0)" -}}
 {{- end -}}
+{{- if and $v.nodeLifecycle.dryRun (not $v.nodeLifecycle.enabled) -}}
+{{- $p = append $p "nodeLifecycle.dryRun needs nodeLifecycle.enabled: the dry run is a mode of the node lifecycle, which is off" -}}
+{{- end -}}
 {{- if and (not $v.leaderElection.enabled) (gt (int $v.replicas) 1) -}}
 {{- $p = append $p "replicas: more than one replica needs leaderElection.enabled: replicas without it would all create and delete servers" -}}
 {{- end -}}

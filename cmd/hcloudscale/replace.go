@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/lifecycle"
+)
+
+func replaceHelp(fs *flag.FlagSet) func(io.Writer) {
+	return func(w io.Writer) {
+		fmt.Fprint(w, `Usage: hcloudscale replace --plan [flags]
+
+Shows what the node lifecycle (serve --replace-nodes) would do now: per pool
+and node, why it is due (drift:<reason>, expired, removed_pool), whether its
+replacement starts now, is in progress (and its phase) or what blocks it (a
+window, a budget, the pool's max size, a pod or a PodDisruptionBudget, a
+pause), and the hourly price of the replacement against the server it
+replaces, at current prices. Nothing is changed. It reads the servers from the
+Hetzner API (one listing) and the nodes, pods and budgets from Kubernetes.
+
+Flags:
+`)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+}
+
+func runReplace(ctx context.Context, args []string, stdout, stderr io.Writer, env config.Env) int {
+	fs := flag.NewFlagSet("replace", flag.ContinueOnError)
+	cf := registerConfigFlags(fs)
+	output := outputFlag(fs)
+	plan := fs.Bool("plan", false, "show the plan (required: replacements run in serve --replace-nodes)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file`; empty: the file $KUBECONFIG names, else the pod's service account")
+	if code, ok := parseFlags(fs, args, stdout, stderr, replaceHelp(fs)); !ok {
+		return code
+	}
+	if !*plan {
+		return usageError(stderr, "replace", errors.New("--plan is required: nodes are replaced by serve --replace-nodes, which holds the leader Lease"))
+	}
+	log, cfg, code := cf.load(stderr, "replace", *output, env)
+	if code != 0 {
+		return code
+	}
+	client, err := kubeClient(*kubeconfig, env)
+	if err != nil {
+		fmt.Fprintf(stderr, "hcloudscale replace: %v\n", err)
+		return exitFailure
+	}
+	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithLenientChecks(), hcloudscale.WithoutResume())
+	if err != nil {
+		return reportConfigError(stderr, "replace", "checking the configuration against the API", err)
+	}
+	defer func() { _ = closeCluster(c, time.Second) }()
+	ctrl, err := lifecycle.New(c, client, lifecycle.WithLogger(log), lifecycle.WithDryRun(true))
+	if err != nil {
+		fmt.Fprintf(stderr, "hcloudscale replace: %v\n", err)
+		return exitFailure
+	}
+	defer ctrl.Close()
+	p, err := ctrl.Plan(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "hcloudscale replace: %v\n", err)
+		return exitFailure
+	}
+	if *output == outputJSON {
+		if err := writeJSON(stdout, p); err != nil {
+			fmt.Fprintf(stderr, "hcloudscale replace: %v\n", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+	printReplacePlan(stdout, p)
+	return exitOK
+}
+
+func kubeClient(kubeconfig string, env config.Env) (kubernetes.Interface, error) {
+	rc, err := kubeRESTConfig(kubeconfig, env)
+	if err != nil {
+		return nil, fmt.Errorf("Kubernetes client configuration: %w", err)
+	}
+	return kubernetes.NewForConfig(rc)
+}
+
+// printReplacePlan writes a plan as a table, one row per node.
+func printReplacePlan(w io.Writer, p *lifecycle.Plan) {
+	if len(p.Steps) == 0 {
+		fmt.Fprintln(w, "No node is due for replacement.")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tNODE\tREASONS\tNOW\tPRICE/H OLD→NEW\tDETAIL")
+	for _, st := range p.Steps {
+		now, detail := st.State, strings.Join(st.Blocked, "; ")
+		switch st.State {
+		case lifecycle.StateInProgress:
+			now, detail = "in progress: "+string(st.Phase), "replacement "+st.Replacement
+			if st.Replacement == "" {
+				detail = "drained out (removed pool)"
+			}
+		case lifecycle.StateStart:
+			now = "starts"
+			if st.Surge {
+				detail = "surges above the pool's max size"
+			}
+		}
+		price := "unknown"
+		if st.PriceKnown {
+			price = fmt.Sprintf("%.4f→%.4f", st.HourlyOld, st.HourlyNew)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", st.Pool, st.Node, strings.Join(st.Reasons, ","), now, price, detail)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\n%d start now, %d blocked, %d in progress.\n", p.Count(lifecycle.StateStart), p.Count(lifecycle.StateBlocked), p.Count(lifecycle.StateInProgress))
+}
+
+// replaceFlags are serve's flags of the node lifecycle.
+type replaceFlags struct {
+	enabled  bool
+	dryRun   bool
+	interval time.Duration
+}
+
+func (r *replaceFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&r.enabled, "replace-nodes", false, "run the node lifecycle: replace the nodes of pools that enable it in the cluster config (replace), surge-first and drained through the Eviction API; needs --leader-elect with more than one replica, and the RBAC of the chart's nodeLifecycle")
+	fs.BoolVar(&r.dryRun, "replace-dry-run", false, "with --replace-nodes: plan, log and count only; nothing is created, cordoned, evicted or deleted")
+	fs.DurationVar(&r.interval, "replace-interval", lifecycle.DefaultInterval, "time between two steps of the node lifecycle")
+}
+
+// runLifecycle runs a Controller on the backend's Cluster until the
+// returned stop is called (or ctx ends).
+func runLifecycle(ctx context.Context, f *replaceFlags, client kubernetes.Interface, b *backend, opts []lifecycle.Option) (stop func(), err error) {
+	if !f.enabled {
+		return func() {}, nil
+	}
+	if _, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return nil, fmt.Errorf("--replace-nodes: listing nodes: %w", err)
+	}
+	bc := record.NewBroadcaster()
+	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hcloudscale"})
+	opts = append(opts, lifecycle.WithLogger(b.log), lifecycle.WithDryRun(f.dryRun), lifecycle.WithInterval(f.interval),
+		lifecycle.WithEventRecorder(rec), lifecycle.WithLeader(func() bool { return b.lead == nil || b.lead.leads() }))
+	ctrl, err := lifecycle.New(b.cluster, client, opts...)
+	if err != nil {
+		bc.Shutdown()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = ctrl.Run(ctx) })
+	b.log.Info("node lifecycle started", zap.Bool("dry_run", f.dryRun), zap.Duration("interval", f.interval))
+	return func() {
+		cancel()
+		wg.Wait()
+		ctrl.Close()
+		bc.Shutdown()
+	}, nil
+}

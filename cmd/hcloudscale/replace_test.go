@@ -1,0 +1,60 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/lifecycle"
+)
+
+func TestReplaceWantsPlan(t *testing.T) {
+	r := runCmd(t, runReplace, config.MapEnv(nil, nil), "--nodes", "0:3:cx23:fsn1:workers")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--plan is required") || !strings.Contains(r.stderr, "serve --replace-nodes") {
+		t.Errorf("replace without --plan: %d, %q", r.code, r.stderr)
+	}
+}
+
+func TestPrintReplacePlan(t *testing.T) {
+	var b strings.Builder
+	printReplacePlan(&b, &lifecycle.Plan{Steps: []lifecycle.Step{
+		{Pool: "workers", Node: "workers-a", Reasons: []string{"drift:image", "expired"}, State: lifecycle.StateInProgress, Phase: lifecycle.PhaseDraining, Replacement: "workers-b"},
+		{Pool: "workers", Node: "workers-c", Reasons: []string{"drift:image"}, State: lifecycle.StateStart, Surge: true, HourlyOld: 0.0112, HourlyNew: 0.0056, PriceKnown: true},
+		{Pool: "workers", Node: "workers-d", Reasons: []string{"drift:image"}, State: lifecycle.StateBlocked, Blocked: []string{"paused", "the pool has 1 of 1 replacements in progress (maxInFlight)"}},
+		{Pool: "old", Node: "old-a", Reasons: []string{"removed_pool"}, State: lifecycle.StateInProgress, Phase: lifecycle.PhaseDraining},
+	}})
+	out := b.String()
+	for _, want := range []string{
+		"workers-a", "drift:image,expired", "in progress: draining", "replacement workers-b",
+		"starts", "0.0112→0.0056", "surges above the pool's max size",
+		"blocked", "paused; the pool has 1 of 1 replacements in progress (maxInFlight)",
+		"drained out (removed pool)",
+		"1 start now, 1 blocked, 2 in progress.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	printReplacePlan(&b, &lifecycle.Plan{})
+	if !strings.Contains(b.String(), "No node is due") {
+		t.Errorf("empty plan: %q", b.String())
+	}
+}
+
+func TestStatusShowsReplacementsInProgress(t *testing.T) {
+	res := &statusResult{Pools: []poolStatus{{Name: "workers", Instances: []instanceStatus{
+		{Name: "workers-old", ServerID: 7, State: "running"},
+		{Name: "workers-new", ServerID: 9, State: "creating", Replaces: 7},
+		{Name: "workers-done", ServerID: 11, State: "running", Replaces: 3}, // its old server is gone
+	}}}}
+	var b strings.Builder
+	printStatus(&b, res, false)
+	out := b.String()
+	if !strings.Contains(out, "Replacements in progress") || !strings.Contains(out, "workers-new") || !strings.Contains(out, "workers-old") {
+		t.Errorf("status lacks the replacement in progress:\n%s", out)
+	}
+	if strings.Contains(out, "workers-done") {
+		t.Errorf("status shows a finished replacement as in progress:\n%s", out)
+	}
+}
