@@ -63,6 +63,24 @@ func TestDefaultValuesNameWhatIsMissing(t *testing.T) {
 	}
 }
 
+// TestNodeLifecycleFlags: nodeLifecycle.enabled passes --replace-nodes,
+// dryRun --replace-dry-run, and a dry run without the lifecycle is refused.
+func TestNodeLifecycleFlags(t *testing.T) {
+	set := []string{"image.repository=registry.example.com/hcloudscale", "nodes[0]=0:10:cpx31:fsn1:workers", "hcloud.token=x", "clusterConfig.existingName=cluster-config"}
+	objs := mustRender(t, mergeValues(t, values.Options{Values: append(set, "nodeLifecycle.enabled=true", "nodeLifecycle.dryRun=true")}))
+	dep := one[*appsv1.Deployment](t, objs, "Deployment")
+	args := flags(dep.Spec.Template.Spec.Containers[0].Args)
+	if _, ok := args["replace-nodes"]; !ok {
+		t.Errorf("no --replace-nodes in %q", dep.Spec.Template.Spec.Containers[0].Args)
+	}
+	if _, ok := args["replace-dry-run"]; !ok {
+		t.Errorf("no --replace-dry-run in %q", dep.Spec.Template.Spec.Containers[0].Args)
+	}
+	if _, err := render(t, mergeValues(t, values.Options{Values: append(set, "nodeLifecycle.dryRun=true")})); err == nil || !strings.Contains(err.Error(), "nodeLifecycle.dryRun needs nodeLifecycle.enabled") {
+		t.Errorf("dryRun alone: %v", err)
+	}
+}
+
 // TestPoolsFromNodesOrClusterConfig: a release needs a pool, from nodes or
 // declared in the cluster config (an entry with any of minSize, maxSize,
 // serverType, location set, keys in any case, as serve reads it); a config
@@ -264,6 +282,13 @@ func checkRendered(t *testing.T, objs []*unstructured.Unstructured, vals map[str
 	labeller := lookupOr(vals, true, "nodeLabeller", "enabled") == true
 	if _, on := args["label-nodes"]; on != labeller {
 		t.Errorf("--label-nodes %v; want %v", on, labeller)
+	}
+	replaces := lookupOr(vals, false, "nodeLifecycle", "enabled") == true
+	if _, on := args["replace-nodes"]; on != replaces {
+		t.Errorf("--replace-nodes %v; want %v", on, replaces)
+	}
+	if _, on := args["replace-dry-run"]; on != (replaces && lookupOr(vals, false, "nodeLifecycle", "dryRun") == true) {
+		t.Errorf("--replace-dry-run %v with nodeLifecycle %v", on, lookup(vals, "nodeLifecycle"))
 	}
 	for _, flag := range []string{"tls-cert", "tls-key", "tls-client-ca"} {
 		if len(args[flag]) != 1 || !mounted(pod, args[flag][0]) {
