@@ -202,7 +202,7 @@ func (c *Controller) start(ctx context.Context, w *world, st *Step) {
 		log.Info("draining out a node of a removed pool")
 		c.event(node, corev1.EventTypeNormal, "DrainOutStarted", "draining out the node of removed pool %s", st.Pool)
 		c.m.result(st.Pool, "started")
-		c.drain(w, &replacement{old: *w.serverByID(st.ServerID), mark: mark, phase: PhaseDraining, oldNode: node}, st.Pool)
+		c.drain(w, &replacement{pool: w.poolView(st.Pool), old: *w.serverByID(st.ServerID), mark: mark, hasMark: true, phase: PhaseDraining, oldNode: node}, st.Pool)
 		return
 	}
 	if _, stopped := node.Annotations[StoppedAnnotation]; stopped {

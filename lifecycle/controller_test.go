@@ -386,3 +386,154 @@ func TestDryRunChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// restart stops the Controller and the Cluster as a process exit would
+// (drains cancelled, creates in flight stopped) and starts both anew on
+// the same APIs with cfg's cluster config.
+func (e *env) restart(e2 config.Env, nodes string) {
+	e.t.Helper()
+	e.ctrl.Close()
+	if err := e.cluster.Close(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	c, err := hcloudscale.New(context.Background(), load(e.t, e.api, e2, nodes), hcloudscale.WithListTTL(time.Millisecond), hcloudscale.WithPollInterval(time.Millisecond),
+		hcloudscale.WithClientOptions(hcloud.WithPollOpts(hcloud.PollOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond)})))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = c.Close(context.Background()) })
+	e.cluster = c
+	e.ctrl, err = lifecycle.New(c, e.kube, lifecycle.WithClock(e.clk), lifecycle.WithDrainOptions(nodedrain.Options{Backoff: time.Millisecond, Poll: time.Millisecond}))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(e.ctrl.Close)
+}
+
+// marked returns the nodes that carry a replacement mark in phase.
+func (e *env) marked(phase lifecycle.Phase) []string {
+	nodes, _ := e.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	var out []string
+	for _, n := range nodes.Items {
+		if strings.Contains(n.Annotations[lifecycle.ReplacementAnnotation], `"phase":"`+string(phase)+`"`) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// clean checks that no replacement left a trace: no mark, no cordon, no
+// protection, and every server has a node.
+func (e *env) clean() {
+	e.t.Helper()
+	nodes, _ := e.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	for _, n := range nodes.Items {
+		for _, a := range []string{lifecycle.ReplacementAnnotation, lifecycle.ScaleDownDisabledAnnotation, lifecycle.ProtectsAnnotation} {
+			if _, ok := n.Annotations[a]; ok {
+				e.t.Errorf("node %s keeps %s: %v", n.Name, a, n.Annotations)
+			}
+		}
+		if n.Spec.Unschedulable {
+			e.t.Errorf("node %s left cordoned", n.Name)
+		}
+	}
+	if len(nodes.Items) != len(e.all()) {
+		e.t.Errorf("%d nodes for %d servers", len(nodes.Items), len(e.all()))
+	}
+}
+
+// A restart in the middle of a drain: the new process finds the marked,
+// cordoned node and the replacement from the API and finishes the
+// rollout, with nothing leaked.
+func TestRestartMidDrainFinishesTheRollout(t *testing.T) {
+	rc := map[string]any{"drift": []string{"user_data"}, "drainTimeout": "1h"}
+	e := newEnv(t, 2, rc)
+	old := map[string]bool{}
+	for _, s := range e.running() {
+		old[s.Name] = true
+		e.refuse["app-on-"+s.Name] = true // the drains wait
+	}
+	v2 := clusterConfig("#cloud-config\n# v2\n", rc, nil)
+	e.reconfigure("#cloud-config\n# v2\n", rc, nil)
+	e.run(200, 2, 1, func() bool { return len(e.marked(lifecycle.PhaseDraining)) == 1 })
+	e.restart(v2, "1:5:cx23:fsn1:workers")
+	e.mu.Lock()
+	e.refuse = map[string]bool{}
+	e.mu.Unlock()
+	e.run(400, 2, 1, func() bool {
+		for _, s := range e.all() {
+			if old[s.Name] {
+				return false
+			}
+		}
+		return len(e.running()) == 2 && len(e.marked(lifecycle.PhaseDraining)) == 0
+	})
+	e.run(20, 2, 0, func() bool { return !e.protected() })
+	e.clean()
+}
+
+func (e *env) protected() bool {
+	nodes, _ := e.kube.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	for _, n := range nodes.Items {
+		if _, ok := n.Annotations[lifecycle.ProtectsAnnotation]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// A restart between the surge and the replacement's node joining: the
+// new process finds the replacement by its label and goes on.
+func TestRestartWhileSurgingFinishes(t *testing.T) {
+	rc := map[string]any{"drift": []string{"user_data"}}
+	e := newEnv(t, 1, rc)
+	old := e.running()[0]
+	e.mu.Lock()
+	e.joins = false
+	e.mu.Unlock()
+	e.reconfigure("#cloud-config\n# v2\n", rc, nil)
+	e.run(200, 1, 1, func() bool { return len(e.all()) == 2 })
+	e.restart(clusterConfig("#cloud-config\n# v2\n", rc, nil), "1:5:cx23:fsn1:workers")
+	e.mu.Lock()
+	e.joins = true
+	e.mu.Unlock()
+	e.run(400, 1, 1, func() bool {
+		_, there := e.api.ServerByID(old.ID)
+		return !there && len(e.running()) == 1
+	})
+	e.run(20, 1, 0, func() bool { return !e.protected() })
+	e.clean()
+}
+
+// The nodes of a pool removed from the configuration are drained out one
+// at a time and their servers deleted, through a restart in the middle.
+func TestRemovedPoolDrainedOutThroughARestart(t *testing.T) {
+	e := newEnv(t, 2, nil)
+	top := map[string]any{"removedPools": true}
+	removed := func() config.Env {
+		doc, _ := json.Marshal(map[string]any{"clusterName": "prod", "imagesForArch": map[string]string{"amd64": "ubuntu-24.04"},
+			"replace": top, "nodeConfigs": map[string]any{"other": map[string]any{"cloudInit": "#cloud-config\n"}}})
+		return config.MapEnv(map[string]string{"HCLOUD_CLUSTER_CONFIG": base64.StdEncoding.EncodeToString(doc)}, nil)
+	}
+	e.mu.Lock()
+	for _, s := range e.running() {
+		e.refuse["app-on-"+s.Name] = true
+	}
+	e.mu.Unlock()
+	e.restart(removed(), "0:3:cx23:fsn1:other")
+	if p := e.cluster.Pool("workers"); p == nil || !p.Removed() {
+		t.Fatalf("workers is not a removed pool: %v", p)
+	}
+	e.run(200, 2, 0, func() bool { return len(e.marked(lifecycle.PhaseDraining)) == 1 })
+	e.restart(removed(), "0:3:cx23:fsn1:other")
+	e.mu.Lock()
+	e.refuse = map[string]bool{}
+	e.mu.Unlock()
+	e.run(400, 2, 0, func() bool { return len(e.all()) == 0 })
+	e.clean()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.evicted) != 2 {
+		t.Errorf("evicted %v; want the pod of each node once", e.evicted)
+	}
+}

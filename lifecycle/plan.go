@@ -413,7 +413,7 @@ func (w *world) nodeBlocks(c candidate, block func(string, ...any)) {
 // settings returns the replace settings a pool runs with: a removed
 // pool's come from the cluster's.
 func (w *world) settings(pv *poolView) config.Replace {
-	if pv.replace != nil && !pv.removed {
+	if pv != nil && pv.replace != nil && !pv.removed {
 		return *pv.replace
 	}
 	return config.Replace{
