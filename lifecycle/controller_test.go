@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -536,4 +537,73 @@ func TestRemovedPoolDrainedOutThroughARestart(t *testing.T) {
 	if len(e.evicted) != 2 {
 		t.Errorf("evicted %v; want the pod of each node once", e.evicted)
 	}
+}
+
+// The leader hands over in the middle of a drain: the old leader's
+// Controller stops its drain and acts no more; the new leader's, on a
+// Cluster of its own, finishes the rollout from what the APIs show.
+func TestLeaderHandOverMidReplacement(t *testing.T) {
+	rc := map[string]any{"drift": []string{"user_data"}, "drainTimeout": "1h"}
+	e := newEnv(t, 2, rc)
+	var aLeads atomic.Bool
+	aLeads.Store(true)
+	a, err := lifecycle.New(e.cluster, e.kube, lifecycle.WithLeader(aLeads.Load), lifecycle.WithClock(e.clk),
+		lifecycle.WithDrainOptions(nodedrain.Options{Backoff: time.Millisecond, Poll: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	e.ctrl = a
+	old := map[string]bool{}
+	for _, s := range e.running() {
+		old[s.Name] = true
+		e.refuse["app-on-"+s.Name] = true
+	}
+	e.reconfigure("#cloud-config\n# v2\n", rc, nil)
+	e.run(200, 2, 1, func() bool { return len(e.marked(lifecycle.PhaseDraining)) == 1 })
+
+	aLeads.Store(false)
+	if p, err := a.Step(context.Background()); p != nil || err != nil {
+		t.Fatalf("Step of a Controller that no longer leads: %v, %v", p, err)
+	}
+	e.mu.Lock()
+	evictedBefore := len(e.evicted)
+	e.refuse = map[string]bool{}
+	e.mu.Unlock()
+	e.cluster = newClusterOn(t, e.api, clusterConfig("#cloud-config\n# v2\n", rc, nil))
+	b, err := lifecycle.New(e.cluster, e.kube, lifecycle.WithClock(e.clk), lifecycle.WithDrainOptions(nodedrain.Options{Backoff: time.Millisecond, Poll: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	e.ctrl = b
+	e.run(400, 2, 1, func() bool {
+		if p, _ := a.Step(context.Background()); p != nil {
+			t.Fatal("the old leader planned")
+		}
+		for _, s := range e.all() {
+			if old[s.Name] {
+				return false
+			}
+		}
+		return len(e.running()) == 2
+	})
+	e.run(20, 2, 0, func() bool { return !e.protected() })
+	e.clean()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if n := len(e.evicted) - evictedBefore; n != 2 {
+		t.Errorf("%d evictions after the hand-over; want one per old node", n)
+	}
+}
+
+func newClusterOn(t *testing.T, api *hcloudtest.Server, e config.Env) *hcloudscale.Cluster {
+	t.Helper()
+	c, err := hcloudscale.New(context.Background(), load(t, api, e, "1:5:cx23:fsn1:workers"), hcloudscale.WithListTTL(time.Millisecond), hcloudscale.WithPollInterval(time.Millisecond),
+		hcloudscale.WithClientOptions(hcloud.WithPollOpts(hcloud.PollOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond)})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
 }
