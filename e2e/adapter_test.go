@@ -43,6 +43,17 @@ func TestAdapter(t *testing.T) {
 	}
 }
 
+// TestAdapterLifecycle runs the node lifecycle's scenarios on the
+// in-process adapter's Cluster, beside the autoscaler's loop.
+func TestAdapterLifecycle(t *testing.T) {
+	for _, sc := range LifecycleScenarios {
+		t.Run(sc.Name, func(t *testing.T) { sc.Run(t, adapterKind{}) })
+	}
+}
+
+// Cluster returns the Cluster of an adapter the kind started.
+func (adapterKind) Cluster(p any) *hcloudscale.Cluster { return p.(*adapter.Provider).Cluster() }
+
 // adapterKind is our in-process adapter, started the way the
 // autoscaler's builder starts it (adapter.New with the --nodes specs),
 // with the scenario's short timings.

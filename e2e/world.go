@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -79,6 +80,10 @@ type poolSpec struct {
 	labels                     map[string]string
 	taints                     []corev1.Taint
 	placementGroup             string
+	// cloudInit is the pool's cloud-init ("#cloud-config\n" when empty);
+	// replace its replace object of the cluster config (nil: none).
+	cloudInit string
+	replace   map[string]any
 }
 
 func (p poolSpec) nodesFlag() string {
@@ -117,6 +122,8 @@ type world struct {
 	// file is set when the pools are declared in a cluster-config file
 	// (withConfigFile) instead of --nodes.
 	file *configFile
+	// replace is the cluster config's top-level replace object; nil: none.
+	replace map[string]any
 }
 
 func (w *world) placementGroupID(name string) int64 { return w.placementGroups[name] }
@@ -355,7 +362,10 @@ func (w *world) env() map[string]string {
 func (w *world) clusterConfig(pools []poolSpec, declare bool) []byte {
 	nodeConfigs := map[string]any{}
 	for _, p := range pools {
-		nc := map[string]any{"cloudInit": "#cloud-config\n"}
+		nc := map[string]any{"cloudInit": cmp.Or(p.cloudInit, "#cloud-config\n")}
+		if p.replace != nil {
+			nc["replace"] = p.replace
+		}
 		if declare {
 			nc["serverType"], nc["location"], nc["minSize"], nc["maxSize"] = p.serverType, p.location, p.min, p.max
 		}
@@ -374,11 +384,15 @@ func (w *world) clusterConfig(pools []poolSpec, declare bool) []byte {
 		}
 		nodeConfigs[p.name] = nc
 	}
-	doc, err := json.Marshal(map[string]any{
+	cc := map[string]any{
 		"clusterName":   clusterName,
 		"imagesForArch": map[string]string{"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04"},
 		"nodeConfigs":   nodeConfigs,
-	})
+	}
+	if w.replace != nil {
+		cc["replace"] = w.replace
+	}
+	doc, err := json.Marshal(cc)
 	if err != nil {
 		w.t.Fatal(err)
 	}
