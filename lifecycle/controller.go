@@ -119,7 +119,7 @@ func (c *Controller) Step(ctx context.Context) (*Plan, error) {
 	inv := w.index()
 	p := w.plan(inv)
 	c.checkPods(ctx, p)
-	c.m.observe(p)
+	c.m.observe(p, w)
 	if c.o.dryRun {
 		c.logPlan(p)
 		return p, nil

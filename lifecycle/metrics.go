@@ -10,6 +10,7 @@ import (
 type metrics struct {
 	nodes   *prometheus.GaugeVec   // by pool, reason, state
 	results *prometheus.CounterVec // by pool, result
+	surge   *prometheus.GaugeVec   // by pool
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -22,11 +23,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "hcloudscale_replacements_total",
 			Help: "Replacements by pool and result: started; done (old server deleted); failed (the replacement did not join or was not created); stopped (the drain did not finish, or the replacement went away).",
 		}, []string{"pool", "result"}),
+		surge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hcloudscale_replacement_surge",
+			Help: "Servers a pool has above its max size for replacements (maxSurge), at the last step.",
+		}, []string{"pool"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.nodes, m.results} {
+	for _, c := range []prometheus.Collector{m.nodes, m.results, m.surge} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -37,7 +42,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) observe(p *Plan) {
+func (m *metrics) observe(p *Plan, w *world) {
+	m.surge.Reset()
+	for _, pv := range w.pools {
+		if !pv.removed {
+			m.surge.WithLabelValues(pv.name).Set(float64(max(0, pv.target-pv.max)))
+		}
+	}
 	m.nodes.Reset()
 	for _, st := range p.Steps {
 		for _, r := range st.Reasons {
