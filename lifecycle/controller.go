@@ -36,6 +36,8 @@ type Controller struct {
 	mu     sync.Mutex
 	drains map[int64]context.CancelFunc // by old server ID
 	seen   map[string]time.Time         // first sight of a replacement, by name
+	// deleted holds the old servers whose delete was accepted.
+	deleted map[int64]bool
 	// nodeLister is Run's informer's, once synced; nil: list from the API.
 	nodeLister corelisters.NodeLister
 	wg         sync.WaitGroup
@@ -59,7 +61,7 @@ func New(cluster *hcloudscale.Cluster, client kubernetes.Interface, opts ...Opti
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Controller{cluster: cluster, client: client, o: o, m: m,
-		drains: map[int64]context.CancelFunc{}, seen: map[string]time.Time{}, ctx: ctx, cancel: cancel}, nil
+		drains: map[int64]context.CancelFunc{}, seen: map[string]time.Time{}, deleted: map[int64]bool{}, ctx: ctx, cancel: cancel}, nil
 }
 
 // Close stops the drains in progress and waits for them. Their nodes stay
@@ -406,6 +408,15 @@ func (c *Controller) deleteOld(ctx context.Context, r *replacement) {
 	}
 	if err := p.DeleteInstances(ctx, []string{r.old.ProviderID()}); err != nil {
 		c.o.log.Warn("could not delete the replaced server; trying again at the next step", zap.String("node", r.old.Name), zap.Error(err))
+		return
+	}
+	// A step may ask again before the listing shows the delete: say it
+	// once.
+	c.mu.Lock()
+	again := c.deleted[r.old.ID]
+	c.deleted[r.old.ID] = true
+	c.mu.Unlock()
+	if again {
 		return
 	}
 	c.o.log.Info("node replaced: old server deleted", zap.String("pool", r.pool.name), zap.String("node", r.old.Name), zap.String("replacement", r.newName))

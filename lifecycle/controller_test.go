@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -240,6 +242,14 @@ func TestDriftRollsEveryNodeOneAtATime(t *testing.T) {
 	for _, s := range e.running() {
 		old[s.Name] = true
 	}
+	reg := prometheus.NewRegistry()
+	e.ctrl.Close()
+	var err error
+	e.ctrl, err = lifecycle.New(e.cluster, e.kube, lifecycle.WithRegisterer(reg), lifecycle.WithClock(e.clk),
+		lifecycle.WithDrainOptions(nodedrain.Options{Backoff: time.Millisecond, Poll: time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if p, err := e.ctrl.Step(context.Background()); err != nil || len(p.Steps) != 0 {
 		t.Fatalf("before any change: %+v, %v", p, err)
 	}
@@ -250,7 +260,7 @@ func TestDriftRollsEveryNodeOneAtATime(t *testing.T) {
 				return false
 			}
 		}
-		return len(e.running()) == 3
+		return len(e.running()) == 3 && !e.protected()
 	})
 	e.mu.Lock()
 	evicted := append([]string(nil), e.evicted...)
@@ -274,6 +284,15 @@ func TestDriftRollsEveryNodeOneAtATime(t *testing.T) {
 	}
 	if p := e.cluster.Pool("workers"); p.TargetSize() != 3 {
 		t.Errorf("target %d; want 3 as before", p.TargetSize())
+	}
+	want := `
+# HELP hcloudscale_replacements_total Replacements by pool and result: started; done (old server deleted); failed (the replacement did not join or was not created); stopped (the drain did not finish, or the replacement went away).
+# TYPE hcloudscale_replacements_total counter
+hcloudscale_replacements_total{pool="workers",result="done"} 3
+hcloudscale_replacements_total{pool="workers",result="started"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hcloudscale_replacements_total"); err != nil {
+		t.Error(err)
 	}
 }
 
