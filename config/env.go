@@ -136,15 +136,8 @@ func LoadFromOS(nodeSpecs []string) (*Config, error) {
 // found, each a [*FieldError] naming its variable, flag or JSON path.
 func Load(env Env, nodeSpecs []string) (*Config, error) {
 	var p problems
-	cfg := &Config{
-		Endpoint:        DefaultEndpoint,
-		PublicIPv4:      DefaultPublicIPv4,
-		PublicIPv6:      DefaultPublicIPv6,
-		CreationTimeout: DefaultCreationTimeout,
-		DefaultImage:    DefaultImage,
-		Replace:         ClusterReplace{MaxInFlight: DefaultClusterReplaceMaxInFlight},
-	}
-
+	defaults := Defaults()
+	cfg := &defaults
 	cfg.Token = p.token(env)
 	cfg.EndpointInsecure = p.boolVar(env, EnvEndpointInsecure, false)
 	if v := env.get(EnvEndpoint); v != "" {
@@ -190,20 +183,7 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 
 	cc, legacyCloudInit := p.source(env, cfg)
 	if cc != nil {
-		if cc.ClusterName != "" {
-			if envClusterName != "" && envClusterName != cc.ClusterName {
-				p.addf("clusterName", "%q differs from %s=%q", cc.ClusterName, EnvClusterName, envClusterName)
-			}
-			cfg.ClusterName = cc.ClusterName
-		}
-		if cc.ImagesForArch != nil {
-			cfg.Images = *cc.ImagesForArch
-		}
-		cfg.DefaultSubnetIPRange = cc.DefaultSubnetIPRange
-		if cc.Replace != nil {
-			cfg.Replace = *cc.Replace
-			cfg.Replace.Windows = slices.Clone(cc.Replace.Windows)
-		}
+		p.clusterWide(cfg, cc, envClusterName)
 	}
 	cfg.Pools = p.pools(cfg, cc, legacyCloudInit, specs, origins)
 	jsonMode := cfg.Source == SourceClusterConfig || cfg.Source == SourceClusterConfigFile
@@ -222,6 +202,26 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// clusterWide takes the cluster config's cluster-wide settings into cfg:
+// its cluster name (which must agree with HCLOUD_CLUSTER_NAME), images,
+// default subnet range and replace object.
+func (p *problems) clusterWide(cfg *Config, cc *ClusterConfig, envClusterName string) {
+	if cc.ClusterName != "" {
+		if envClusterName != "" && envClusterName != cc.ClusterName {
+			p.addf("clusterName", "%q differs from %s=%q", cc.ClusterName, EnvClusterName, envClusterName)
+		}
+		cfg.ClusterName = cc.ClusterName
+	}
+	if cc.ImagesForArch != nil {
+		cfg.Images = *cc.ImagesForArch
+	}
+	cfg.DefaultSubnetIPRange = cc.DefaultSubnetIPRange
+	if cc.Replace != nil {
+		cfg.Replace = *cc.Replace
+		cfg.Replace.Windows = slices.Clone(cc.Replace.Windows)
+	}
 }
 
 // token reads HCLOUD_TOKEN or HCLOUD_TOKEN_FILE. Both may be set when they

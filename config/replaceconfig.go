@@ -26,31 +26,6 @@ func (p *problems) replace(path string, raw json.RawMessage) *Replace {
 	r := &Replace{}
 	before := len(p.errs)
 	var expireSet, jitterSet, surgeSet bool
-	timeout := func(dst *time.Duration) func(string, json.RawMessage) {
-		return func(path string, raw json.RawMessage) {
-			if d, ok := p.duration(path, raw); ok {
-				if err := checkPositive(d); err != nil {
-					p.add(path, err)
-					return
-				}
-				*dst = d
-			}
-		}
-	}
-	budget := func(dst *int, lowest int, set *bool) func(string, json.RawMessage) {
-		return func(path string, raw json.RawMessage) {
-			if set != nil {
-				*set = true
-			}
-			if n, ok := p.integer(path, raw); ok {
-				if err := checkBudget(n, lowest); err != nil {
-					p.add(path, err)
-					return
-				}
-				*dst = n
-			}
-		}
-	}
 	p.fields(path, raw, map[string]func(string, json.RawMessage){
 		"drift": func(path string, raw json.RawMessage) {
 			seen := map[string]bool{}
@@ -81,11 +56,11 @@ func (p *problems) replace(path string, raw json.RawMessage) *Replace {
 				r.ExpireJitter = d
 			}
 		},
-		"maxSurge":     budget(&r.MaxSurge, 0, &surgeSet),
-		"maxInFlight":  budget(&r.MaxInFlight, 1, nil),
-		"joinTimeout":  timeout(&r.JoinTimeout),
-		"drainTimeout": timeout(&r.DrainTimeout),
-		"retryAfter":   timeout(&r.RetryAfter),
+		"maxSurge":     p.budget(&r.MaxSurge, 0, &surgeSet),
+		"maxInFlight":  p.budget(&r.MaxInFlight, 1, nil),
+		"joinTimeout":  p.timeout(&r.JoinTimeout),
+		"drainTimeout": p.timeout(&r.DrainTimeout),
+		"retryAfter":   p.timeout(&r.RetryAfter),
 		"windows": func(path string, raw json.RawMessage) {
 			r.Windows = p.windows(path, raw)
 		},
@@ -93,6 +68,46 @@ func (p *problems) replace(path string, raw json.RawMessage) *Replace {
 			r.Paused, _ = p.boolean(path, raw)
 		},
 	})
+	p.replaceDefaults(path, r, expireSet, jitterSet, surgeSet)
+	if len(p.errs) == before && !r.Enabled() {
+		p.warnf(path, "neither drift nor expireAfter is set: the pool replaces no node")
+	}
+	return r
+}
+
+// timeout decodes a positive duration into dst.
+func (p *problems) timeout(dst *time.Duration) func(string, json.RawMessage) {
+	return func(path string, raw json.RawMessage) {
+		if d, ok := p.duration(path, raw); ok {
+			if err := checkPositive(d); err != nil {
+				p.add(path, err)
+				return
+			}
+			*dst = d
+		}
+	}
+}
+
+// budget decodes a count of at least lowest into dst; set, if not nil,
+// records that the key was given.
+func (p *problems) budget(dst *int, lowest int, set *bool) func(string, json.RawMessage) {
+	return func(path string, raw json.RawMessage) {
+		if set != nil {
+			*set = true
+		}
+		if n, ok := p.integer(path, raw); ok {
+			if err := checkBudget(n, lowest); err != nil {
+				p.add(path, err)
+				return
+			}
+			*dst = n
+		}
+	}
+}
+
+// replaceDefaults checks the jitter against expireAfter and fills in
+// the defaults of what a pool's replace object left out.
+func (p *problems) replaceDefaults(path string, r *Replace, expireSet, jitterSet, surgeSet bool) {
 	switch {
 	case jitterSet && !expireSet:
 		p.addf(path+".expireJitter", "set, but expireAfter is not: nodes do not expire, so there is no expiry to spread")
@@ -108,10 +123,6 @@ func (p *problems) replace(path string, raw json.RawMessage) *Replace {
 	r.JoinTimeout = cmp.Or(r.JoinTimeout, DefaultReplaceJoinTimeout)
 	r.DrainTimeout = cmp.Or(r.DrainTimeout, DefaultReplaceDrainTimeout)
 	r.RetryAfter = cmp.Or(r.RetryAfter, DefaultReplaceRetryAfter)
-	if len(p.errs) == before && !r.Enabled() {
-		p.warnf(path, "neither drift nor expireAfter is set: the pool replaces no node")
-	}
-	return r
 }
 
 // clusterReplace decodes the top-level replace object, with the defaults
