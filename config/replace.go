@@ -31,11 +31,18 @@ const (
 )
 
 // DriftReasons are the names of the drift reasons a pool can replace
-// nodes for (Replace.Drift), in the order package pool reports them.
+// nodes for (Replace.Drift): those package pool reports, in its order,
+// then DriftNodeTaints, which the node lifecycle reads from the nodes.
 var DriftReasons = []string{
 	"server_type", "location", "image", "placement_group",
-	"network", "firewalls", "labels", "user_data",
+	"network", "firewalls", "labels", "user_data", DriftNodeTaints,
 }
+
+// DriftNodeTaints is the drift of a node that lacks a taint of its pool
+// (key and effect): a NoExecute taint added to a pool, which the node
+// labeller does not put on a node that already runs, reaches the pool's
+// nodes through their replacement.
+const DriftNodeTaints = "node_taints"
 
 // Replace is a pool's node lifecycle: which nodes are replaced and how
 // fast. A nil *Replace (the key absent) replaces nothing; so does a

@@ -48,7 +48,7 @@ func (c *Controller) observe(ctx context.Context) (*world, error) {
 
 func viewOf(p *pool.Pool, drift []pool.Drift) poolView {
 	cfg := p.Config()
-	pv := poolView{name: p.Name(), removed: p.Removed(), replace: cfg.Replace, target: p.TargetSize(), max: p.MaxSize(),
+	pv := poolView{name: p.Name(), removed: p.Removed(), replace: cfg.Replace, taints: cfg.Taints, target: p.TargetSize(), max: p.MaxSize(),
 		servers: p.Servers(), instances: p.Instances(), drift: map[int64][]pool.DriftReason{}}
 	for _, d := range drift {
 		pv.drift[d.ServerID] = d.Reasons

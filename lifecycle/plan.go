@@ -87,7 +87,8 @@ type poolView struct {
 	servers   []servercache.Server
 	instances []pool.Instance
 	drift     map[int64][]pool.DriftReason
-	hourly    float64 // a new server's price; valid when priced
+	taints    []corev1.Taint // the pool's taints, for config.DriftNodeTaints
+	hourly    float64        // a new server's price; valid when priced
 	priced    bool
 }
 
@@ -332,10 +333,27 @@ func (w *world) reasons(pv *poolView, s *servercache.Server) []string {
 			out = append(out, "drift:"+string(d))
 		}
 	}
+	if slices.Contains(rc.Drift, config.DriftNodeTaints) && lacksTaint(w.nodeOf(s.ID, s.Name), pv.taints) {
+		out = append(out, "drift:"+config.DriftNodeTaints)
+	}
 	if rc.ExpireAfter > 0 && !s.Created.IsZero() && !w.now.Before(expiry(s, rc)) {
 		out = append(out, ReasonExpired)
 	}
 	return out
+}
+
+// lacksTaint reports whether a node lacks one of taints (by key and
+// effect); false for no node.
+func lacksTaint(n *corev1.Node, taints []corev1.Taint) bool {
+	if n == nil {
+		return false
+	}
+	for _, t := range taints {
+		if !slices.ContainsFunc(n.Spec.Taints, func(h corev1.Taint) bool { return h.Key == t.Key && h.Effect == t.Effect }) {
+			return true
+		}
+	}
+	return false
 }
 
 // expiry is when s expires: its creation plus ExpireAfter plus a jitter

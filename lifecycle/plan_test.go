@@ -294,3 +294,34 @@ func (s *simPool) remove(id int64) bool {
 	delete(s.w.byName, name)
 	return true
 }
+
+// A NoExecute taint added to a pool (which the labeller leaves off nodes
+// that run) makes its nodes due when the pool replaces for node_taints.
+func TestPlanNodeTaints(t *testing.T) {
+	rc := replaceAll()
+	rc.Drift = []string{config.DriftNodeTaints}
+	w := testWorld(2, rc)
+	for id := range w.pools[0].drift {
+		delete(w.pools[0].drift, id)
+	}
+	taint := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoExecute}
+	if p := w.plan(w.index()); len(p.Steps) != 0 {
+		t.Fatalf("due without a pool taint: %+v", p.Steps)
+	}
+	w.pools[0].taints = []corev1.Taint{taint}
+	w.byName["workers-1"].Spec.Taints = []corev1.Taint{taint}
+	p := w.plan(w.index())
+	if len(p.Steps) != 1 || p.Steps[0].Node != "workers-0" || !slices.Equal(p.Steps[0].Reasons, []string{"drift:node_taints"}) {
+		t.Errorf("plan: %+v; want workers-0 alone, for node_taints", p.Steps)
+	}
+}
+
+// The drift reasons a pool can name are package pool's, plus the node
+// lifecycle's own.
+func TestDriftReasonsArePools(t *testing.T) {
+	want := []string{string(pool.DriftServerType), string(pool.DriftLocation), string(pool.DriftImage), string(pool.DriftPlacementGroup),
+		string(pool.DriftNetwork), string(pool.DriftFirewalls), string(pool.DriftLabels), string(pool.DriftUserData), config.DriftNodeTaints}
+	if !slices.Equal(config.DriftReasons, want) {
+		t.Errorf("config.DriftReasons = %q; want %q", config.DriftReasons, want)
+	}
+}
