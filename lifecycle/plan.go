@@ -401,6 +401,10 @@ func (w *world) decide(c candidate, inFlight, started map[string]int, total int)
 		block("the cluster has %d of %d replacements in progress (replace.maxInFlight)", total, limit)
 	}
 	w.nodeBlocks(c, block)
+	if slices.Contains(c.reasons, "drift:"+config.DriftNodeTaints) && replacesOf(c.server, config.LabelReplaces) != 0 {
+		// A replacement came up without the taint: another would too.
+		block("the node replaced another and lacks the pool's taints as well: register them with the kubelet (cloud-init) or run the node labeller (--label-nodes)")
+	}
 	if !pv.removed {
 		after := pv.target + started[pv.name] + 1
 		st.Surge = after > pv.max

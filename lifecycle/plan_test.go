@@ -314,6 +314,13 @@ func TestPlanNodeTaints(t *testing.T) {
 	if len(p.Steps) != 1 || p.Steps[0].Node != "workers-0" || !slices.Equal(p.Steps[0].Reasons, []string{"drift:node_taints"}) {
 		t.Errorf("plan: %+v; want workers-0 alone, for node_taints", p.Steps)
 	}
+	// A replacement that came up without the taint is not replaced
+	// again and again: it is held, saying why.
+	w.pools[0].servers[0].Labels = map[string]string{config.LabelReplaces: "99"}
+	p = w.plan(w.index())
+	if len(p.Steps) != 1 || p.Steps[0].State != StateBlocked || !strings.Contains(strings.Join(p.Steps[0].Blocked, ";"), "lacks the pool's taints as well") {
+		t.Errorf("plan for a replacement without the taint: %+v", p.Steps)
+	}
 }
 
 // The drift reasons a pool can name are package pool's, plus the node
