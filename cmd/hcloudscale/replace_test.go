@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -56,5 +59,29 @@ func TestStatusShowsReplacementsInProgress(t *testing.T) {
 	}
 	if strings.Contains(out, "workers-done") {
 		t.Errorf("status shows a finished replacement as in progress:\n%s", out)
+	}
+}
+
+// A standby's metrics say nothing about the configuration that scales:
+// status says so rather than NOT RUNNING.
+func TestStatusServeMetricsOfAStandby(t *testing.T) {
+	for _, tc := range []struct {
+		leader string
+		want   string
+	}{
+		{"0", "this serve is a standby"},
+		{"1", "NOT RUNNING"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, "hcloudscale_leader %s\nhcloudscale_config_reload_success 1\nhcloudscale_config_info{file=\"/c.json\",file_sha256=\"aaa\",running_sha256=\"aaa\"} 1\n", tc.leader)
+		}))
+		env := config.MapEnv(map[string]string{config.EnvClusterConfigFile: "/c.json"}, map[string]string{"/c.json": `{"nodeConfigs": {}}`})
+		st := readConfigStatus(t.Context(), env, srv.URL)
+		srv.Close()
+		var b strings.Builder
+		printConfigStatus(&b, st)
+		if !strings.Contains(b.String(), tc.want) || st.Standby != (tc.leader == "0") {
+			t.Errorf("hcloudscale_leader %s: standby %v, %q; want %q", tc.leader, st.Standby, b.String(), tc.want)
+		}
 	}
 }

@@ -28,6 +28,10 @@ type configStatus struct {
 	ServeFileSHA256 string `json:"serveFileSHA256,omitempty"`
 	// ReloadSuccess is serve's hcloudscale_config_reload_success.
 	ReloadSuccess *bool `json:"reloadSuccess,omitempty"`
+	// Standby is true when that serve does not lead (hcloudscale_leader
+	// 0): a standby neither reloads the file nor runs the configuration
+	// that scales, so it says nothing about the leader's.
+	Standby bool `json:"standby,omitempty"`
 	// Current is true when serve runs this file's content.
 	Current bool   `json:"current"`
 	Error   string `json:"error,omitempty"`
@@ -78,6 +82,9 @@ func readConfigStatus(ctx context.Context, env config.Env, metricsURL string) *c
 				st.ReloadSuccess = &ok
 			}
 		}
+		if v, ok := strings.CutPrefix(line, "hcloudscale_leader "); ok && strings.TrimSpace(v) == "0" {
+			st.Standby = true
+		}
 		if m := configInfoLine.FindStringSubmatch(line); m != nil {
 			for _, kv := range labelPair.FindAllStringSubmatch(m[1], -1) {
 				switch kv[1] {
@@ -105,6 +112,8 @@ func printConfigStatus(w io.Writer, st *configStatus) {
 	switch {
 	case st.Error != "":
 		fmt.Fprintf(w, "  unknown whether serve runs it: %s\n", st.Error)
+	case st.Standby:
+		fmt.Fprintf(w, "  unknown: this serve is a standby (hcloudscale_leader 0), which does not reload the file; ask the leader's /metrics (port-forward to the pod that holds the Lease)\n")
 	case st.Current:
 		fmt.Fprintf(w, "  serve runs it (sha256 %s)\n", short(st.FileSHA256))
 	default:
