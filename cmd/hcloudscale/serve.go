@@ -273,6 +273,9 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 	// request that changes servers, and only it finishes the create flows
 	// a previous process left unfinished.
 	b := &backend{log: log}
+	for _, w := range placeholderWarnings(cfg) {
+		log.Warn(w)
+	}
 	lead, err := newLeadership(f.leader, env, reg, log)
 	if err != nil {
 		return nil, err

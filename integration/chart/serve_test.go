@@ -23,14 +23,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"helm.sh/helm/v4/pkg/cli/values"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -104,26 +101,13 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader, configPools bool) {
 	}
 
 	// The service account and its RBAC, for real; the namespaces first.
-	var rbac []string
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
-			j, err := o.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
-			rbac = append(rbac, string(j))
-		}
+	if n := applyChartRBAC(t, s, objs, ns, leaseNS); n != wantRBAC {
+		t.Fatalf("%d service account and RBAC objects among %q; want %d", n, kinds(objs), wantRBAC)
 	}
-	if len(rbac) != wantRBAC {
-		t.Fatalf("%d service account and RBAC objects among %q; want %d", len(rbac), kinds(objs), wantRBAC)
-	}
-	s.Apply(t, []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+ns+"\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: "+leaseNS+"\n"))
-	s.Apply(t, []byte(strings.Join(rbac, "\n---\n")))
 	dep := one[*appsv1.Deployment](t, objs, "Deployment")
 	pod := dep.Spec.Template.Spec
 	kubeconfig := s.ServiceAccountKubeconfig(t, ns, pod.ServiceAccountName)
-	user := "system:serviceaccount:" + ns + ":" + pod.ServiceAccountName
+	user := serviceAccountUser(ns, pod.ServiceAccountName)
 
 	// The Hetzner project: one running server of the pool, registered as
 	// a node without the pool's label.
@@ -146,105 +130,22 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader, configPools bool) {
 	// would put there.
 	root := t.TempDir()
 	c := pod.Containers[0]
-	remap := func(path string) string {
-		file, ok := inVolume(c, path)
-		if !ok {
-			t.Fatalf("%s is in no mounted volume", path)
-		}
-		return filepath.Join(root, file)
-	}
-	files := volumeFiles(t, objs, pod, fake.Token())
+	remap := podRemap(t, c, root)
 	host := "hcloudscale." + ns + ".svc" // the Service's name, as the autoscaler dials it
-	// The client certificate carries the name the chart's client
-	// Certificate does, which --tls-client-name requires.
-	certs := newTestCerts(t, host, clientCertName(t, objs))
-	for name, content := range certs.serverFiles() {
-		files["tls/"+name] = content
-	}
-	byVolume := map[string]map[string][]byte{}
-	for path, content := range files {
-		vol, name, _ := strings.Cut(path, "/")
-		if byVolume[vol] == nil {
-			byVolume[vol] = map[string][]byte{}
-		}
-		byVolume[vol][name] = content
-	}
-	for vol, files := range byVolume {
-		writeVolume(t, filepath.Join(root, vol), files)
-	}
+	certs := writePodFiles(t, objs, pod, root, fake.Token(), host)
 
 	// The rendered arguments, with loopback listeners and file paths under
 	// root; $KUBECONFIG, the service account's, stands for the pod's
 	// in-cluster credentials, for the Lease and the labeller.
-	var args []string
-	for _, a := range c.Args {
-		name, value, _ := strings.Cut(a, "=")
-		switch name {
-		case "--listen", "--health-listen", "--metrics-listen":
-			a = name + "=127.0.0.1:0"
-		case "--tls-cert", "--tls-key", "--tls-client-ca":
-			a = name + "=" + remap(value)
-		case "--shutdown-timeout", "--drain-timeout":
-			a = name + "=5s"
-		}
-		args = append(args, a)
-	}
-	env := []string{"KUBECONFIG=" + kubeconfig, "HOME=" + root, "PATH=" + os.Getenv("PATH"),
-		config.EnvEndpoint + "=" + fake.URL()}
-	for _, e := range c.Env {
-		switch {
-		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
-			env = append(env, e.Name+"="+podName)
-		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
-			env = append(env, e.Name+"="+ns)
-		case strings.HasSuffix(e.Name, "_FILE"):
-			env = append(env, e.Name+"="+remap(e.Value))
-		case e.ValueFrom == nil:
-			env = append(env, e.Name+"="+e.Value)
-		default:
-			t.Fatalf("env %s: %+v is not handled", e.Name, e.ValueFrom)
-		}
-	}
+	args, env := podProcess{Root: root, Kubeconfig: kubeconfig, Endpoint: fake.URL(), PodName: podName, Namespace: ns}.command(t, c)
 
 	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--nodes") }) == configPools {
 		t.Fatalf("serve %q: want --nodes only for pools in the values (configPools %v)", args, configPools)
 	}
 
-	bin := buildServe(t)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	logs := &lineLog{}
-	cmd.Stderr = logs
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	waitLog := func(msg string) map[string]any {
-		t.Helper()
-		deadline := time.After(60 * time.Second)
-		for {
-			if l := logs.find(msg); l != nil {
-				return l
-			}
-			select {
-			case err := <-exited:
-				stopped = true
-				t.Fatalf("serve exited (%v) before %q; log:\n%s", err, msg, logs)
-			case <-deadline:
-				t.Fatalf("no %q in 60s; log:\n%s", msg, logs)
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}
+	proc := startServe(t, args, env)
+	logs := proc.logs
+	waitLog := func(msg string) map[string]any { t.Helper(); return proc.waitLog(t, msg) }
 	serving := waitLog("serving")
 	if leader {
 		waitLog("leading: changes are let in")
@@ -277,16 +178,9 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader, configPools bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// The kubelet's probe: gRPC health in plaintext on the health port.
-	hc, err := grpc.NewClient(serving["health_listen"].(string), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hc.Close()
+	checkGRPCHealth(t, serving["health_listen"].(string), "")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if res, err := healthpb.NewHealthClient(hc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Errorf("health check: %v, %v; want SERVING", res, err)
-	}
 	// The autoscaler: mutual TLS with the client certificate, the server
 	// verified under the Service's name.
 	gc, err := grpc.NewClient(serving["listen"].(string), grpc.WithTransportCredentials(credentials.NewTLS(certs.clientTLS(t, host))))
@@ -345,18 +239,7 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader, configPools bool) {
 	}
 
 	// SIGTERM: a clean exit that releases the Lease.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		stopped = true
-		if err != nil {
-			t.Errorf("serve exited with %v after SIGTERM; log:\n%s", err, logs)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("serve did not exit after SIGTERM; log:\n%s", logs)
-	}
+	proc.terminate(t)
 	if leader {
 		l, err := admin.CoordinationV1().Leases(leaseNS).Get(t.Context(), lease, metav1.GetOptions{})
 		if err != nil {
@@ -368,16 +251,7 @@ func serveUnderChartRBAC(t *testing.T, ns string, leader, configPools bool) {
 	}
 
 	// What the service account did, and that nothing was refused.
-	did := map[string]bool{}
-	for _, e := range s.AuditEvents(t) {
-		if e.User != user || e.Stage != "ResponseComplete" && e.Stage != "ResponseStarted" {
-			continue
-		}
-		if e.Code == http.StatusForbidden {
-			t.Errorf("403: %s %s/%s %s/%s (%s)", e.Verb, e.APIGroup, e.Resource, e.Namespace, e.Name, e.RequestURI)
-		}
-		did[e.Verb+" "+e.Resource+" "+e.Namespace] = true
-	}
+	did := serviceAccountDid(t, s, user)
 	want := []string{"list nodes ", "watch nodes ", "update nodes "}
 	if leader {
 		want = append(want, "create leases "+leaseNS, "get leases "+leaseNS, "update leases "+leaseNS)
