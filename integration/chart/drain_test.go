@@ -110,7 +110,7 @@ func TestDrainHonoursBudgetsOnARealAPIServer(t *testing.T) {
 		t.Errorf("pods left on the drained node: %v, want the DaemonSet's alone", names(left))
 	}
 	waitPods(t, admin, "new", func(ps []corev1.Pod) bool { return len(running(ps, "web")) == 2 })
-	checkNoForbidden(t, s)
+	checkNoForbidden(t, s, serviceAccountUser(releaseNamespace, releaseName), lifecycleVerbs...)
 }
 
 // lifecycleClient applies the chart's RBAC for the node lifecycle and
@@ -147,9 +147,11 @@ func lifecycleClient(t *testing.T, s *apiserver.Server) kubernetes.Interface {
 	return c
 }
 
-func checkNoForbidden(t *testing.T, s *apiserver.Server) {
+// checkNoForbidden fails the test for every request of user the API
+// server refused (403), and for each of want ("verb resource/subresource")
+// that user never did: a permission the test did not exercise.
+func checkNoForbidden(t *testing.T, s *apiserver.Server, user string, want ...string) {
 	t.Helper()
-	user := "system:serviceaccount:" + releaseNamespace + ":" + releaseName
 	did := map[string]bool{}
 	for _, e := range s.AuditEvents(t) {
 		if e.User != user || e.Stage != "ResponseComplete" {
@@ -160,12 +162,16 @@ func checkNoForbidden(t *testing.T, s *apiserver.Server) {
 		}
 		did[e.Verb+" "+e.Resource+"/"+e.Subresource] = true
 	}
-	for _, want := range []string{"patch nodes/", "list pods/", "create pods/eviction", "list poddisruptionbudgets/"} {
-		if !did[want] {
-			t.Errorf("the service account never did %q: the test did not exercise that permission", want)
+	for _, w := range want {
+		if !did[w] {
+			t.Errorf("the service account never did %q: the test did not exercise that permission", w)
 		}
 	}
 }
+
+// lifecycleVerbs are the requests of the node lifecycle, each allowed by
+// the chart's RBAC for it.
+var lifecycleVerbs = []string{"patch nodes/", "list pods/", "create pods/eviction", "list poddisruptionbudgets/"}
 
 func deployment(name string, replicas int32) *appsv1.Deployment {
 	labels := map[string]string{"app": name}

@@ -96,15 +96,7 @@ func TestLifecycleReplacesANodeOnARealAPIServer(t *testing.T) {
 		old = n
 	}
 
-	ns := "app"
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	create(t, admin, ns, deployment("web", 2), daemonSet("agent"))
-	budget := &policyv1PDB{name: "web", ns: ns, minAvailable: 2}
-	budget.create(t, admin)
-	waitPods(t, admin, old, func(ps []corev1.Pod) bool { return len(running(ps, "web")) == 2 })
-	budget.waitAllowed(t, admin, 0)
+	budget := startGuardedApp(t, admin, old)
 
 	if err := cluster.Reconfigure(ctx, lifecycleConfig(t, api, "#cloud-config\n# v2\n")); err != nil {
 		t.Fatal(err)
@@ -160,7 +152,7 @@ func TestLifecycleReplacesANodeOnARealAPIServer(t *testing.T) {
 	if _, ok := n.Annotations[lifecycle.ScaleDownDisabledAnnotation]; ok {
 		t.Errorf("the replacement keeps the scale-down protection after its old node went: %v", n.Annotations)
 	}
-	checkNoForbidden(t, s)
+	checkNoForbidden(t, s, serviceAccountUser(releaseNamespace, releaseName), lifecycleVerbs...)
 }
 
 // checkReplacePlan runs hcloudscale replace --plan -o json with the
@@ -184,6 +176,23 @@ func checkReplacePlan(t *testing.T, s *apiserver.Server, api *hcloudtest.Server,
 		!strings.Contains(strings.Join(plan.Steps[0].Blocked, ";"), "PodDisruptionBudget app/web allows no disruption") {
 		t.Fatalf("replace --plan: %s", out)
 	}
+}
+
+// startGuardedApp starts, in namespace app, a Deployment "web" of two
+// replicas on node (the only schedulable one) and a DaemonSet, with a
+// PodDisruptionBudget of minAvailable 2 that allows no disruption yet.
+func startGuardedApp(t *testing.T, admin kubernetes.Interface, node string) *policyv1PDB {
+	t.Helper()
+	const ns = "app"
+	if _, err := admin.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	create(t, admin, ns, deployment("web", 2), daemonSet("agent"))
+	budget := &policyv1PDB{name: "web", ns: ns, minAvailable: 2}
+	budget.create(t, admin)
+	waitPods(t, admin, node, func(ps []corev1.Pod) bool { return len(running(ps, "web")) == 2 })
+	budget.waitAllowed(t, admin, 0)
+	return budget
 }
 
 func servers(t *testing.T, api *hcloudtest.Server) []hcloudtest.ServerInfo {
