@@ -179,7 +179,8 @@ func TestParseClusterConfigValues(t *testing.T) {
 		DefaultSubnetIPRange: netip.MustParsePrefix("10.0.0.0/16"),
 		Replace: &ClusterReplace{
 			MaxInFlight: 3, RemovedPools: true,
-			Windows: []Window{{Schedule: "0 2 * * 1-5", Duration: 3 * time.Hour, TimeZone: "Europe/Berlin"}},
+			Windows:            []Window{{Schedule: "0 2 * * 1-5", Duration: 3 * time.Hour, TimeZone: "Europe/Berlin"}},
+			RepairMaxUnhealthy: DefaultRepairMaxUnhealthy,
 		},
 		NodeConfigs: map[string]*NodeConfig{
 			"pool1": {

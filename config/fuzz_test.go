@@ -56,6 +56,10 @@ func clusterConfigSeeds(f *testing.F) [][]byte {
 		[]byte(`{"replace": {}, "nodeConfigs": {"pool1": {"replace": {}}, "p2": {"serverType": "cx22", "location": "fsn1", "maxSize": 1, "replace": {"drift": []}}}}`),
 		[]byte(`{"replace": {"maxInFlight": 0, "windows": [{"schedule": "@every 1h", "duration": "-1h", "timeZone": "Local"}]}, "nodeConfigs": {"pool1": {"replace": {"drift": ["imag", "image", "image", 1], "expireAfter": "30d", "expireJitter": "99999h", "maxSurge": -1, "maxInFlight": 1e9, "windows": [{"schedule": "0 0 30 2 *", "duration": "1h"}, {}, null, "x"]}}}}`),
 		[]byte(`{"replace": null, "nodeConfigs": {"pool1": {"replace": {"expireAfter": "10m", "expireJitter": "10m", "windows": [{"schedule": "TZ=UTC 0 2 * * *", "duration": "2562047h", "timeZone": "UTC"}]}}}}`),
+		[]byte(`{"replace": {"repairMaxUnhealthy": "20%"}, "nodeConfigs": {"pool1": {"replace": {"repairAfter": "15m"}}}}`),
+		[]byte(`{"replace": {"repairMaxUnhealthy": "-5%"}, "nodeConfigs": {"pool1": {"replace": {"repairAfter": "1m", "drift": []}}, "pool2": {"replace": {"repairAfter": "9223372036854775807ns"}}}}`),
+		[]byte(`{"replace": {"repairMaxUnhealthy": "%"}}`),
+		[]byte(`{"replace": {"repairMaxUnhealthy": 1e3}}`),
 	}
 }
 

@@ -25,6 +25,11 @@ const (
 	// MinReplaceExpireAfter is the shortest expireAfter: a shorter one
 	// would replace nodes about as fast as they join.
 	MinReplaceExpireAfter = 10 * time.Minute
+	// MinReplaceRepairAfter is the shortest repairAfter: a kubelet
+	// restart or a reboot leaves a node NotReady for a minute or two,
+	// and Kubernetes evicts the pods of an unreachable node after 5
+	// minutes.
+	MinReplaceRepairAfter = 5 * time.Minute
 	// MaxReplaceBudget bounds maxSurge and maxInFlight (of a pool and of
 	// the cluster).
 	MaxReplaceBudget = 1000
@@ -79,11 +84,19 @@ type Replace struct {
 	// Paused starts nothing new in the pool; replacements in progress
 	// finish.
 	Paused bool
+	// RepairAfter makes a node due for repair once it has not been Ready
+	// (its Ready condition False or Unknown, as when its server is off)
+	// for this long. A repair surges as every replacement does, is not
+	// held by the maintenance windows, and deletes the old server
+	// without a drain: the pods of a node that is not Ready cannot stop
+	// there. ClusterReplace.RepairMaxUnhealthy holds repairs during a
+	// wider outage. Zero: no repair.
+	RepairAfter time.Duration
 }
 
 // Enabled reports whether the pool replaces nodes for any reason.
 func (r *Replace) Enabled() bool {
-	return r != nil && (len(r.Drift) > 0 || r.ExpireAfter > 0)
+	return r != nil && (len(r.Drift) > 0 || r.ExpireAfter > 0 || r.RepairAfter > 0)
 }
 
 // ClusterReplace holds the settings of the node lifecycle that apply to
@@ -101,6 +114,40 @@ type ClusterReplace struct {
 	Windows []Window
 	// Paused starts nothing new anywhere.
 	Paused bool
+	// RepairMaxUnhealthy holds every repair while more nodes of the
+	// cluster's pools than this are unhealthy (not Ready, or their
+	// server not running): then the cause is wider than a node (a
+	// Hetzner location, the network, the control plane), and replacing
+	// nodes would not mend it. The zero Limit is
+	// DefaultRepairMaxUnhealthy.
+	RepairMaxUnhealthy Limit
+}
+
+// DefaultRepairMaxUnhealthy is ClusterReplace.RepairMaxUnhealthy's
+// default: 20% of the nodes, rounded up.
+var DefaultRepairMaxUnhealthy = Limit{Value: 20, Percent: true}
+
+// Limit is a number of nodes, or a percentage of them (Percent).
+type Limit struct {
+	Value   int
+	Percent bool
+}
+
+// Of returns the number of nodes the limit allows out of total: a
+// percentage rounds up, so that 20% of 3 nodes is 1.
+func (l Limit) Of(total int) int {
+	if !l.Percent {
+		return l.Value
+	}
+	return (total*l.Value + 99) / 100
+}
+
+// String formats the limit as the cluster config writes it: 3 or "20%".
+func (l Limit) String() string {
+	if l.Percent {
+		return fmt.Sprintf("%d%%", l.Value)
+	}
+	return fmt.Sprint(l.Value)
 }
 
 // Window is a maintenance window: it opens at each time Schedule (a

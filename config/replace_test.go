@@ -58,6 +58,13 @@ func TestParseReplaceErrors(t *testing.T) {
 			{"nodeConfigs.workers.replace.windows[0].tz", "unknown key, want one of duration, schedule, timeZone"},
 		}},
 		{"second window at fault", pool(`{"drift": ["image"], "windows": [{"schedule": "0 2 * * *", "duration": "1h"}, {"schedule": "0 3 * * *", "duration": "-1h"}]}`), []problem{{"nodeConfigs.workers.replace.windows[1].duration", "-1h is not positive"}}},
+		{"repairAfter too short", pool(`{"repairAfter": "2m"}`), []problem{{"nodeConfigs.workers.replace.repairAfter", "2m is shorter than the minimum 5m"}}},
+		{"repairAfter not a duration", pool(`{"repairAfter": 900}`), []problem{{"nodeConfigs.workers.replace.repairAfter", "want a string, got a number"}}},
+		{"cluster repairMaxUnhealthy zero", `{"replace": {"repairMaxUnhealthy": 0}}`, []problem{{"replace.repairMaxUnhealthy", "0 is out of range 1..1000"}}},
+		{"cluster repairMaxUnhealthy above 100%", `{"replace": {"repairMaxUnhealthy": "120%"}}`, []problem{{"replace.repairMaxUnhealthy", "120% is out of range 1%..100%"}}},
+		{"cluster repairMaxUnhealthy a string without %", `{"replace": {"repairMaxUnhealthy": "3"}}`, []problem{{"replace.repairMaxUnhealthy", `"3" is neither a count such as 3 nor a percentage such as "20%"`}}},
+		{"cluster repairMaxUnhealthy a fraction", `{"replace": {"repairMaxUnhealthy": "2.5%"}}`, []problem{{"replace.repairMaxUnhealthy", `"2.5%" is neither a count`}}},
+		{"cluster repairMaxUnhealthy a boolean", `{"replace": {"repairMaxUnhealthy": true}}`, []problem{{"replace.repairMaxUnhealthy", "want an integer, got a boolean"}}},
 		{"cluster replace not an object", `{"replace": []}`, []problem{{"replace", "want an object, got an array"}}},
 		{"cluster unknown key", `{"replace": {"removedPool": true}}`, []problem{{"replace.removedPool", `did you mean "removedPools"`}}},
 		{"cluster maxInFlight zero", `{"replace": {"maxInFlight": 0}}`, []problem{{"replace.maxInFlight", "0 is out of range 1..1000"}}},
@@ -113,14 +120,14 @@ func TestParseReplaceDefaults(t *testing.T) {
 			replace: `{}`,
 			want: &Replace{MaxSurge: DefaultReplaceMaxSurge, MaxInFlight: DefaultReplaceMaxInFlight,
 				JoinTimeout: DefaultReplaceJoinTimeout, DrainTimeout: DefaultReplaceDrainTimeout, RetryAfter: DefaultReplaceRetryAfter},
-			wantWarnings: []string{"nodeConfigs.workers.replace: neither drift nor expireAfter is set: the pool replaces no node"},
+			wantWarnings: []string{"nodeConfigs.workers.replace: none of drift, expireAfter and repairAfter is set: the pool replaces no node"},
 		},
 		{
 			name:    "empty drift and a pause: kept, with a warning",
 			replace: `{"drift": [], "paused": true}`,
 			want: &Replace{MaxSurge: DefaultReplaceMaxSurge, MaxInFlight: DefaultReplaceMaxInFlight, Paused: true,
 				JoinTimeout: DefaultReplaceJoinTimeout, DrainTimeout: DefaultReplaceDrainTimeout, RetryAfter: DefaultReplaceRetryAfter},
-			wantWarnings: []string{"nodeConfigs.workers.replace: neither drift nor expireAfter is set: the pool replaces no node"},
+			wantWarnings: []string{"nodeConfigs.workers.replace: none of drift, expireAfter and repairAfter is set: the pool replaces no node"},
 		},
 		{name: "null: absent", replace: `null`},
 	}
@@ -142,16 +149,16 @@ func TestParseReplaceDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(&ClusterReplace{MaxInFlight: DefaultClusterReplaceMaxInFlight}, cc.Replace); diff != "" {
+	if diff := cmp.Diff(&ClusterReplace{MaxInFlight: DefaultClusterReplaceMaxInFlight, RepairMaxUnhealthy: DefaultRepairMaxUnhealthy}, cc.Replace); diff != "" {
 		t.Errorf("top-level replace (-want +got):\n%s", diff)
 	}
 }
 
 func TestLoadReplace(t *testing.T) {
 	doc := `{
-	  "replace": {"maxInFlight": 4, "removedPools": true, "windows": [{"schedule": "0 2 * * *", "duration": "3h", "timeZone": "Europe/Berlin"}]},
+	  "replace": {"maxInFlight": 4, "removedPools": true, "windows": [{"schedule": "0 2 * * *", "duration": "3h", "timeZone": "Europe/Berlin"}], "repairMaxUnhealthy": 2},
 	  "nodeConfigs": {
-	    "workers": {"replace": {"drift": ["image", "user_data"], "expireAfter": "720h", "windows": [{"schedule": "0 23 * * *", "duration": "2h"}]}},
+	    "workers": {"replace": {"drift": ["image", "user_data"], "expireAfter": "720h", "repairAfter": "15m", "windows": [{"schedule": "0 23 * * *", "duration": "2h"}]}},
 	    "plain": {},
 	    "idle": {"serverType": "cx22", "location": "fsn1", "maxSize": 2, "replace": {"paused": true}}
 	  }
@@ -162,13 +169,14 @@ func TestLoadReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCluster := ClusterReplace{MaxInFlight: 4, RemovedPools: true,
-		Windows: []Window{{Schedule: "0 2 * * *", Duration: 3 * time.Hour, TimeZone: "Europe/Berlin"}}}
+		Windows:            []Window{{Schedule: "0 2 * * *", Duration: 3 * time.Hour, TimeZone: "Europe/Berlin"}},
+		RepairMaxUnhealthy: Limit{Value: 2}}
 	if diff := cmp.Diff(wantCluster, cfg.Replace); diff != "" {
 		t.Errorf("Config.Replace (-want +got):\n%s", diff)
 	}
 	wantWorkers := &Replace{Drift: []string{"image", "user_data"}, ExpireAfter: 720 * time.Hour, ExpireJitter: 72 * time.Hour,
 		MaxSurge: 1, MaxInFlight: 1, JoinTimeout: 10 * time.Minute, DrainTimeout: 15 * time.Minute, RetryAfter: time.Hour,
-		Windows: []Window{{Schedule: "0 23 * * *", Duration: 2 * time.Hour}}}
+		Windows: []Window{{Schedule: "0 23 * * *", Duration: 2 * time.Hour}}, RepairAfter: 15 * time.Minute}
 	if diff := cmp.Diff(wantWorkers, cfg.Pool("workers").Replace); diff != "" {
 		t.Errorf("workers' Replace (-want +got):\n%s", diff)
 	}
@@ -179,7 +187,7 @@ func TestLoadReplace(t *testing.T) {
 	if idle == nil || idle.Enabled() || !idle.Paused {
 		t.Errorf("idle's Replace = %+v; want a paused Replace that replaces nothing", idle)
 	}
-	want := "nodeConfigs.idle.replace: neither drift nor expireAfter is set: the pool replaces no node"
+	want := "nodeConfigs.idle.replace: none of drift, expireAfter and repairAfter is set: the pool replaces no node"
 	found := false
 	for _, w := range cfg.Warnings {
 		found = found || w == want
@@ -206,7 +214,7 @@ func TestLoadReplaceDefaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(ClusterReplace{MaxInFlight: DefaultClusterReplaceMaxInFlight}, cfg.Replace); diff != "" {
+			if diff := cmp.Diff(ClusterReplace{MaxInFlight: DefaultClusterReplaceMaxInFlight, RepairMaxUnhealthy: DefaultRepairMaxUnhealthy}, cfg.Replace); diff != "" {
 				t.Errorf("Config.Replace (-want +got):\n%s", diff)
 			}
 			if r := cfg.Pools[0].Replace; r != nil {
@@ -230,6 +238,12 @@ func TestValidateReplace(t *testing.T) {
 		{"valid", func(c *Config) { c.Pools[0].Replace = valid() }, nil},
 		{"zero ClusterReplace means the defaults", func(c *Config) { c.Replace = ClusterReplace{} }, nil},
 		{"cluster maxInFlight negative", func(c *Config) { c.Replace.MaxInFlight = -1 }, []problem{{"replace.maxInFlight", "-1 is out of range 1..1000"}}},
+		{"cluster repairMaxUnhealthy out of range", func(c *Config) { c.Replace.RepairMaxUnhealthy = Limit{Value: 0, Percent: true} }, []problem{{"replace.repairMaxUnhealthy", "0% is out of range 1%..100%"}}},
+		{"repairAfter too short", func(c *Config) {
+			r := valid()
+			r.RepairAfter = time.Minute
+			c.Pools[0].Replace = r
+		}, []problem{{"pools[0].replace.repairAfter", "1m is shorter than the minimum 5m"}}},
 		{"cluster window uncompilable", func(c *Config) {
 			c.Replace.Windows = []Window{{Schedule: "0 2 * * *", Duration: time.Hour}, {Schedule: "61 * * * *", Duration: time.Hour}}
 		}, []problem{{"replace.windows[1].schedule", `"61 * * * *"`}}},
@@ -283,6 +297,25 @@ func TestValidateReplace(t *testing.T) {
 			}
 			checkProblems(t, err, tt.want)
 		})
+	}
+}
+
+func TestLimitOf(t *testing.T) {
+	for _, tt := range []struct {
+		l     Limit
+		total int
+		want  int
+	}{
+		{Limit{Value: 20, Percent: true}, 3, 1},
+		{Limit{Value: 20, Percent: true}, 10, 2},
+		{Limit{Value: 20, Percent: true}, 11, 3},
+		{Limit{Value: 20, Percent: true}, 0, 0},
+		{Limit{Value: 100, Percent: true}, 7, 7},
+		{Limit{Value: 3}, 100, 3},
+	} {
+		if got := tt.l.Of(tt.total); got != tt.want {
+			t.Errorf("%s of %d = %d; want %d", tt.l, tt.total, got, tt.want)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -67,10 +68,19 @@ func (p *problems) replace(path string, raw json.RawMessage) *Replace {
 		"paused": func(path string, raw json.RawMessage) {
 			r.Paused, _ = p.boolean(path, raw)
 		},
+		"repairAfter": func(path string, raw json.RawMessage) {
+			if d, ok := p.duration(path, raw); ok {
+				if err := checkRepairAfter(d); err != nil {
+					p.add(path, err)
+					return
+				}
+				r.RepairAfter = d
+			}
+		},
 	})
 	p.replaceDefaults(path, r, expireSet, jitterSet, surgeSet)
 	if len(p.errs) == before && !r.Enabled() {
-		p.warnf(path, "neither drift nor expireAfter is set: the pool replaces no node")
+		p.warnf(path, "none of drift, expireAfter and repairAfter is set: the pool replaces no node")
 	}
 	return r
 }
@@ -151,9 +161,37 @@ func (p *problems) clusterReplace(path string, raw json.RawMessage) *ClusterRepl
 			r.Windows = p.windows(path, raw)
 		},
 		"paused": flag(&r.Paused),
+		"repairMaxUnhealthy": func(path string, raw json.RawMessage) {
+			r.RepairMaxUnhealthy = p.limit(path, raw)
+		},
 	})
 	r.MaxInFlight = cmp.Or(r.MaxInFlight, DefaultClusterReplaceMaxInFlight)
+	r.RepairMaxUnhealthy = cmp.Or(r.RepairMaxUnhealthy, DefaultRepairMaxUnhealthy)
 	return r
+}
+
+// limit decodes a count of nodes (a JSON number) or a percentage of them
+// (a string such as "20%").
+func (p *problems) limit(path string, raw json.RawMessage) Limit {
+	if jsonKind(raw) == "a string" {
+		s, _ := p.str(path, raw)
+		num, isPercent := strings.CutSuffix(s, "%")
+		n, err := strconv.Atoi(num)
+		if !isPercent || err != nil {
+			p.addf(path, "%q is neither a count such as 3 nor a percentage such as \"20%%\"", s)
+			return Limit{}
+		}
+		l := Limit{Value: n, Percent: true}
+		p.add(path, checkLimit(l))
+		return l
+	}
+	n, ok := p.integer(path, raw)
+	if !ok {
+		return Limit{}
+	}
+	l := Limit{Value: n}
+	p.add(path, checkLimit(l))
+	return l
 }
 
 // windows decodes an array of maintenance windows, each
@@ -271,6 +309,9 @@ func (p *problems) validateReplace(path string, r *Replace) {
 	p.add(path+".joinTimeout", checkPositive(r.JoinTimeout))
 	p.add(path+".drainTimeout", checkPositive(r.DrainTimeout))
 	p.add(path+".retryAfter", checkPositive(r.RetryAfter))
+	if r.RepairAfter != 0 {
+		p.add(path+".repairAfter", checkRepairAfter(r.RepairAfter))
+	}
 	p.validateWindows(path+".windows", r.Windows)
 }
 
@@ -279,6 +320,9 @@ func (p *problems) validateReplace(path string, r *Replace) {
 func (p *problems) validateClusterReplace(path string, r *ClusterReplace) {
 	if r.MaxInFlight != 0 {
 		p.add(path+".maxInFlight", checkBudget(r.MaxInFlight, 1))
+	}
+	if r.RepairMaxUnhealthy != (Limit{}) {
+		p.add(path+".repairMaxUnhealthy", checkLimit(r.RepairMaxUnhealthy))
 	}
 	p.validateWindows(path+".windows", r.Windows)
 }
@@ -313,6 +357,28 @@ func checkExpireAfter(d time.Duration) error {
 	}
 	if d < MinReplaceExpireAfter {
 		return fmt.Errorf("%s is shorter than the minimum %s", shortDuration(d), shortDuration(MinReplaceExpireAfter))
+	}
+	return nil
+}
+
+func checkRepairAfter(d time.Duration) error {
+	if err := checkPositive(d); err != nil {
+		return err
+	}
+	if d < MinReplaceRepairAfter {
+		return fmt.Errorf("%s is shorter than the minimum %s", shortDuration(d), shortDuration(MinReplaceRepairAfter))
+	}
+	return nil
+}
+
+// checkLimit wants a count of 1 to MaxReplaceBudget nodes, or 1-100%:
+// a limit of none would hold every repair.
+func checkLimit(l Limit) error {
+	switch {
+	case l.Percent && (l.Value < 1 || l.Value > 100):
+		return fmt.Errorf("%s is out of range 1%%..100%%", l)
+	case !l.Percent && (l.Value < 1 || l.Value > MaxReplaceBudget):
+		return fmt.Errorf("%s is out of range 1..%d", l, MaxReplaceBudget)
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ func Defaults() Config {
 		PublicIPv6:      DefaultPublicIPv6,
 		CreationTimeout: DefaultCreationTimeout,
 		DefaultImage:    DefaultImage,
-		Replace:         ClusterReplace{MaxInFlight: DefaultClusterReplaceMaxInFlight},
+		Replace:         ClusterReplace{MaxInFlight: DefaultClusterReplaceMaxInFlight, RepairMaxUnhealthy: DefaultRepairMaxUnhealthy},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -145,12 +146,13 @@ func (c *Controller) Step(ctx context.Context) (*Plan, error) {
 
 // checkPods turns the steps that would start into blocked ones when a pod
 // on their node would hold the drain: it is marked not to be disrupted,
-// or a PodDisruptionBudget allows no disruption now.
+// or a PodDisruptionBudget allows no disruption now. A repair has no
+// drain: its node is not Ready, and its pods cannot stop there.
 func (c *Controller) checkPods(ctx context.Context, p *Plan) {
 	for i := range p.Steps {
 		st := &p.Steps[i]
-		if st.State != StateStart {
-			continue
+		if st.State != StateStart || slices.Contains(st.Reasons, ReasonNotReady) {
+			continue // a node that is not Ready is not drained
 		}
 		blockers, err := nodedrain.Blockers(ctx, c.client, st.Node)
 		if err != nil {
@@ -250,24 +252,43 @@ func (c *Controller) surging(ctx context.Context, w *world, r *replacement) {
 		c.protect(ctx, r.newNode, r.old.ID)
 	}
 	if ready(r.newNode) {
-		mark := Mark{Replacement: r.newName, Phase: PhaseDraining, Since: c.o.clock.Now()}
 		if r.oldNode == nil {
 			c.deleteOld(ctx, r)
 			return
 		}
-		if err := c.cordonMarked(ctx, r.oldNode, mark); err != nil {
-			c.o.log.Warn("could not cordon the node being replaced", zap.String("node", r.old.Name), zap.Error(err))
-			return
-		}
-		c.o.log.Info("replacement is Ready: draining the old node", zap.String("pool", r.pool.name), zap.String("node", r.old.Name), zap.String("replacement", r.newName))
-		c.event(r.oldNode, corev1.EventTypeNormal, "DrainStarted", "replacement %s is Ready; draining", r.newName)
-		r.mark, r.hasMark, r.phase = mark, true, PhaseDraining
-		c.drain(w, r, r.pool.name)
+		c.takeOut(ctx, w, r)
 		return
 	}
 	if since := c.firstSeen(w, r); c.o.clock.Since(since) > rc.JoinTimeout {
 		c.discard(ctx, r, fmt.Sprintf("the replacement %s did not become Ready within %v", r.newName, rc.JoinTimeout))
 	}
+}
+
+// takeOut marks and cordons the old node once its replacement is Ready,
+// then drains it. A node due for repair, still not Ready, is deleted
+// without a drain instead: its pods cannot stop there (Kubernetes evicts
+// the pods of an unreachable node itself).
+func (c *Controller) takeOut(ctx context.Context, w *world, r *replacement) {
+	repair := slices.Contains(w.reasons(r.pool, &r.old), ReasonNotReady)
+	mark := Mark{Replacement: r.newName, Phase: PhaseDraining, Since: c.o.clock.Now()}
+	msg, reason, event := "replacement is Ready: draining the old node", "DrainStarted", "replacement %s is Ready; draining"
+	if repair {
+		mark.Phase, mark.Repair = PhaseDeleting, true
+		msg, reason, event = "replacement is Ready: deleting the node that is not Ready without a drain", "RepairDeleting",
+			"replacement %s is Ready; the node is not Ready: deleting it without a drain"
+	}
+	if err := c.cordonMarked(ctx, r.oldNode, mark); err != nil {
+		c.o.log.Warn("could not cordon the node being replaced", zap.String("node", r.old.Name), zap.Error(err))
+		return
+	}
+	c.o.log.Info(msg, zap.String("pool", r.pool.name), zap.String("node", r.old.Name), zap.String("replacement", r.newName))
+	c.event(r.oldNode, corev1.EventTypeNormal, reason, event, r.newName)
+	r.mark, r.hasMark, r.phase = mark, true, mark.Phase
+	if repair {
+		c.deleteOld(ctx, r)
+		return
+	}
+	c.drain(w, r, r.pool.name)
 }
 
 // firstSeen returns when the replacement was created: its server's
@@ -421,7 +442,11 @@ func (c *Controller) deleteOld(ctx context.Context, r *replacement) {
 	}
 	c.o.log.Info("node replaced: old server deleted", zap.String("pool", r.pool.name), zap.String("node", r.old.Name), zap.String("replacement", r.newName))
 	if r.oldNode != nil {
-		c.event(r.oldNode, corev1.EventTypeNormal, "Replaced", "drained and deleted; replaced by %s", r.newName)
+		how := "drained and deleted"
+		if r.mark.Repair {
+			how = "deleted without a drain (not Ready)"
+		}
+		c.event(r.oldNode, corev1.EventTypeNormal, "Replaced", "%s; replaced by %s", how, r.newName)
 	}
 	c.m.result(r.pool.name, "done")
 }

@@ -626,3 +626,33 @@ func newClusterOn(t *testing.T, api *hcloudtest.Server, e config.Env) *hcloudsca
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
 }
+
+// A node that has not been Ready for repairAfter is replaced surge-first
+// and its server deleted without a drain, which its pods could not
+// finish; the other node is left alone.
+func TestRepairDeletesANodeThatIsNotReadyWithoutADrain(t *testing.T) {
+	e := newEnv(t, 2, map[string]any{"repairAfter": "15m", "joinTimeout": "2m"})
+	servers := e.running()
+	sick, well := servers[0].Name, servers[1].Name
+	n := e.node(sick)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(e.clk.Now().Add(-20 * time.Minute))}}
+	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	e.refuse["app-on-"+sick] = true // a drain would be held for ever
+	e.mu.Unlock()
+	e.run(300, 2, 1, func() bool { return !containsName(e.all(), sick) && len(e.running()) == 2 && !e.protected() })
+	e.mu.Lock()
+	evicted := append([]string(nil), e.evicted...)
+	e.mu.Unlock()
+	if len(evicted) != 0 {
+		t.Errorf("evicted %v; a repair drains nothing", evicted)
+	}
+	if w := e.node(well); w == nil || w.Spec.Unschedulable || !containsName(e.all(), well) {
+		t.Errorf("the Ready node %s was touched: %+v", well, w)
+	}
+	if p := e.cluster.Pool("workers"); p.TargetSize() != 2 {
+		t.Errorf("target %d; want 2 as before", p.TargetSize())
+	}
+}

@@ -1,7 +1,7 @@
 // Package lifecycle keeps the nodes of an hcloudscale.Cluster current: it
 // replaces the nodes that drifted from their pool's configuration, aged
-// past the pool's expireAfter, or belong to a pool removed from the
-// configuration, one budgeted step at a time, surge-first and drained
+// past the pool's expireAfter, have not been Ready for its repairAfter,
+// or belong to a pool removed from the configuration, one budgeted step at a time, surge-first and drained
 // through the Eviction API. The rules, and what the Cluster Autoscaler does
 // meanwhile, are in docs/keeping-nodes-current.md.
 //
@@ -30,6 +30,12 @@
 // new for retryAfter. A node of a removed pool is drained out without a
 // replacement (its pods move to the other pools, the autoscaler scaling
 // them up) when the cluster's replace.removedPools is set.
+//
+// A repair (ReasonNotReady) is not drained: once its replacement is Ready
+// the old node, still not Ready, is cordoned and its server deleted, as
+// its pods cannot stop there. It is not held by the windows, nor by pods
+// or budgets, but by the cluster's replace.repairMaxUnhealthy: no repair
+// starts while more nodes than that are unhealthy.
 //
 // # Budgets and windows
 //

@@ -17,10 +17,13 @@ import (
 
 // Reasons a node is due, as a Step's Reasons and the metrics' reason label
 // carry them: "drift:<reason>" per drift reason (config.DriftReasons),
-// ReasonExpired and ReasonRemovedPool.
+// ReasonExpired, ReasonRemovedPool and ReasonNotReady.
 const (
 	ReasonExpired     = "expired"
 	ReasonRemovedPool = "removed_pool"
+	// ReasonNotReady is a repair: the node has not been Ready for the
+	// pool's repairAfter.
+	ReasonNotReady = "repair:not_ready"
 )
 
 // Step states.
@@ -102,7 +105,13 @@ type world struct {
 	price   func(serverType, location string) (float64, bool)
 
 	stops map[string]stopSeen // lastStop's answers, by pool
+	// health is health's answer, once asked.
+	health *health
 }
+
+// health counts the nodes of the cluster's servers: those with a node,
+// and of them the unhealthy ones (not Ready, or the server not running).
+type health struct{ nodes, unhealthy int }
 
 type stopSeen struct {
 	stop  Stop
@@ -245,7 +254,7 @@ func (w *world) serverOfNode(n *corev1.Node) int64 {
 // plan makes the Plan of w; inv is w.index().
 func (w *world) plan(inv *inventory) *Plan {
 	p := &Plan{At: w.now}
-	w.stops = nil
+	w.stops, w.health = nil, nil
 	inFlight := map[string]int{}
 	for _, r := range sortedReplacements(inv.byOld) {
 		st := Step{Pool: r.pool.name, Node: r.old.Name, ServerID: r.old.ID, State: StateInProgress, Phase: r.phase, Replacement: r.newName}
@@ -339,7 +348,35 @@ func (w *world) reasons(pv *poolView, s *servercache.Server) []string {
 	if rc.ExpireAfter > 0 && !s.Created.IsZero() && !w.now.Before(expiry(s, rc)) {
 		out = append(out, ReasonExpired)
 	}
+	if rc.RepairAfter > 0 {
+		if since, down := notReadySince(w.nodeOf(s.ID, s.Name)); down && w.now.Sub(since) >= rc.RepairAfter {
+			out = append(out, ReasonNotReady)
+		}
+	}
 	return out
+}
+
+// clusterHealth returns the health of the cluster's nodes, counted once.
+func (w *world) clusterHealth() health {
+	if w.health != nil {
+		return *w.health
+	}
+	h := health{}
+	for i := range w.pools {
+		for j := range w.pools[i].servers {
+			s := &w.pools[i].servers[j]
+			n := w.nodeOf(s.ID, s.Name)
+			if n == nil {
+				continue // joining, or gone
+			}
+			h.nodes++
+			if _, down := notReadySince(n); down || s.Status != "running" {
+				h.unhealthy++
+			}
+		}
+	}
+	w.health = &h
+	return h
 }
 
 // lacksTaint reports whether a node lacks one of taints (by key and
@@ -380,16 +417,9 @@ func (w *world) decide(c candidate, inFlight, started map[string]int, total int)
 	if w.cluster.Paused || rc.Paused {
 		block("paused")
 	}
-	windows := rc.Windows
-	if len(windows) == 0 {
-		windows = w.cluster.Windows
-	}
-	if open, next := config.OpenAny(windows, w.now); !open {
-		if next.IsZero() {
-			block("outside the maintenance windows")
-		} else {
-			block("outside the maintenance windows (next opens %s)", next.Format(time.RFC3339))
-		}
+	repair := slices.Contains(c.reasons, ReasonNotReady)
+	if !repair {
+		w.windowBlocks(rc, block)
 	}
 	if stop, at := w.lastStop(pv); at && w.now.Before(stop.At.Add(rc.RetryAfter)) {
 		block("the pool's last replacement stopped at %s (%s); retrying after %s", stop.At.Format(time.RFC3339), stop.Reason, stop.At.Add(rc.RetryAfter).Format(time.RFC3339))
@@ -400,7 +430,11 @@ func (w *world) decide(c candidate, inFlight, started map[string]int, total int)
 	if limit := max(w.cluster.MaxInFlight, 1); total >= limit {
 		block("the cluster has %d of %d replacements in progress (replace.maxInFlight)", total, limit)
 	}
-	w.nodeBlocks(c, block)
+	if repair {
+		w.repairBlocks(c, block)
+	} else {
+		w.nodeBlocks(c, block)
+	}
 	if slices.Contains(c.reasons, "drift:"+config.DriftNodeTaints) && replacesOf(c.server, config.LabelReplaces) != 0 {
 		// A replacement came up without the taint: another would too.
 		block("the node replaced another and lacks the pool's taints as well: register them with the kubelet (cloud-init) or run the node labeller (--label-nodes)")
@@ -416,6 +450,36 @@ func (w *world) decide(c candidate, inFlight, started map[string]int, total int)
 		st.State = StateBlocked
 	}
 	return st
+}
+
+// windowBlocks holds a start outside the maintenance windows: the pool's,
+// else the cluster's. A repair is not held by them: its node is out of
+// service already.
+func (w *world) windowBlocks(rc config.Replace, block func(string, ...any)) {
+	windows := rc.Windows
+	if len(windows) == 0 {
+		windows = w.cluster.Windows
+	}
+	if open, next := config.OpenAny(windows, w.now); !open {
+		if next.IsZero() {
+			block("outside the maintenance windows")
+		} else {
+			block("outside the maintenance windows (next opens %s)", next.Format(time.RFC3339))
+		}
+	}
+}
+
+// repairBlocks adds what holds a repair: a node a person cordoned, and
+// more unhealthy nodes in the cluster than replace.repairMaxUnhealthy
+// allows.
+func (w *world) repairBlocks(c candidate, block func(string, ...any)) {
+	if c.node.Spec.Unschedulable {
+		block("the node is cordoned (by someone else: the lifecycle replaces no node a person took out)")
+	}
+	limit := cmp.Or(w.cluster.RepairMaxUnhealthy, config.DefaultRepairMaxUnhealthy)
+	if h := w.clusterHealth(); h.unhealthy > limit.Of(h.nodes) {
+		block("%d of %d nodes are unhealthy, more than replace.repairMaxUnhealthy (%s) allows: a wider outage, which replacing nodes would not mend", h.unhealthy, h.nodes, limit)
+	}
 }
 
 // nodeBlocks adds what about the candidate's node holds it.

@@ -332,3 +332,64 @@ func TestDriftReasonsArePools(t *testing.T) {
 		t.Errorf("config.DriftReasons = %q; want %q", config.DriftReasons, want)
 	}
 }
+
+// down makes node name of w not Ready since d before w.now.
+func down(w *world, name string, d time.Duration) {
+	n := w.byName[name]
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(w.now.Add(-d))}}
+}
+
+func TestPlanRepair(t *testing.T) {
+	closed, err := config.ParseWindow("0 2 * * *", time.Hour, "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repairing := func() *config.Replace {
+		rc := replaceAll()
+		rc.Drift, rc.RepairAfter, rc.MaxInFlight, rc.MaxSurge = nil, 15*time.Minute, 3, 3
+		rc.Windows = []config.Window{closed} // 01:00 UTC at t0: closed
+		return rc
+	}
+	w := testWorld(10, repairing())
+	down(w, "workers-0", 20*time.Minute)
+	down(w, "workers-1", 10*time.Minute) // not yet
+	w.pools[0].servers[0].Status = "off"
+	p := w.plan(w.index())
+	if len(p.Steps) != 1 || p.Steps[0].Node != "workers-0" || p.Steps[0].State != StateStart || !slices.Equal(p.Steps[0].Reasons, []string{ReasonNotReady}) {
+		t.Fatalf("one node down 20m, one 10m, repairAfter 15m, outside the windows: %+v; want workers-0 started for repair alone", p.Steps)
+	}
+	// The drift of a node that is not Ready waits; its repair does not.
+	w.pools[0].replace.Drift = []string{"image"}
+	p = w.plan(w.index())
+	if got := states(p); got["workers-0"] != StateStart || got["workers-1"] != StateBlocked || !slices.Contains(p.Steps[1].Blocked, "the node is not Ready") {
+		t.Errorf("with drift: %+v", p.Steps)
+	}
+
+	// Three of ten down: more than 20% (2) of the cluster, a wider outage.
+	w = testWorld(10, repairing())
+	for _, n := range []string{"workers-0", "workers-1", "workers-2"} {
+		down(w, n, time.Hour)
+	}
+	p = w.plan(w.index())
+	if p.Count(StateBlocked) != 3 || !strings.Contains(p.Steps[0].Blocked[0], "3 of 10 nodes are unhealthy, more than replace.repairMaxUnhealthy (20%) allows") {
+		t.Errorf("3 of 10 down under 20%%: %+v", p.Steps)
+	}
+	w.cluster.RepairMaxUnhealthy = config.Limit{Value: 3}
+	if p = w.plan(w.index()); p.Count(StateStart) != 3 {
+		t.Errorf("3 of 10 down under a limit of 3: %+v", p.Steps)
+	}
+
+	// A node a person cordoned is theirs, down or not; a pool without
+	// repairAfter repairs nothing.
+	w = testWorld(2, repairing())
+	down(w, "workers-0", time.Hour)
+	w.byName["workers-0"].Spec.Unschedulable = true
+	if p = w.plan(w.index()); p.Count(StateBlocked) != 1 || !strings.Contains(p.Steps[0].Blocked[0], "cordoned") {
+		t.Errorf("cordoned node down: %+v", p.Steps)
+	}
+	w.pools[0].replace.RepairAfter = 0
+	w.pools[0].replace.Drift = []string{"labels"}
+	if p = w.plan(w.index()); len(p.Steps) != 0 {
+		t.Errorf("no repairAfter: %+v", p.Steps)
+	}
+}

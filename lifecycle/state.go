@@ -50,6 +50,9 @@ type Mark struct {
 	Replacement string    `json:"replacement,omitempty"`
 	Phase       Phase     `json:"phase"`
 	Since       time.Time `json:"since"`
+	// Repair is set on a node repaired: deleted without a drain, as it
+	// was not Ready when its replacement was.
+	Repair bool `json:"repair,omitempty"`
 }
 
 // Stop is the value of StoppedAnnotation.
@@ -116,6 +119,28 @@ var notReadyTaints = map[string]bool{
 
 // ready reports whether a node is Ready and schedulable: what a
 // replacement must be before its old node is drained.
+// notReadySince returns since when n's Ready condition has not been True
+// (from the condition's last transition, else the node's creation);
+// false for a Ready node or none.
+func notReadySince(n *corev1.Node) (time.Time, bool) {
+	if n == nil {
+		return time.Time{}, false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
+			return time.Time{}, false
+		}
+		if !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time, true
+		}
+		break
+	}
+	return n.CreationTimestamp.Time, true
+}
+
 func ready(n *corev1.Node) bool {
 	if n == nil || n.Spec.Unschedulable {
 		return false
