@@ -5,15 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"k8s.io/klog/v2"
 	"sigs.k8s.io/cluster-autoscaler/pkg/cloudprovider"
 
 	"github.com/hcloudscale/hcloudscale"
@@ -62,7 +58,7 @@ type adapterKind struct{}
 func (adapterKind) Name() string { return "in-process" }
 
 func (adapterKind) Start(t *testing.T, s Setup) (cloudprovider.CloudProvider, error) {
-	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(klogWriter{}), zap.InfoLevel))
+	log := ProviderLog()
 	return adapter.New(context.Background(), cloudprovider.NodeGroupDiscoveryOptions{NodeGroupSpecs: s.Nodes},
 		// Files are read from disk: a scenario may declare its pools in
 		// a cluster-config file that changes under the provider.
@@ -84,14 +80,6 @@ func (adapterKind) Start(t *testing.T, s Setup) (cloudprovider.CloudProvider, er
 }
 
 func (adapterKind) Stop(p cloudprovider.CloudProvider) error { return p.Cleanup() }
-
-// klogWriter writes our provider's log into the autoscaler's log.
-type klogWriter struct{}
-
-func (klogWriter) Write(b []byte) (int, error) {
-	klog.InfoDepth(1, "hcloudscale: "+strings.TrimSpace(string(b)))
-	return len(b), nil
-}
 
 // TestAdapterAtScale measures the loop at the cluster sizes listed in
 // $E2E_SCALE (e.g. "1000,5000"); it is skipped without.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"k8s.io/klog/v2"
 )
 
@@ -58,4 +60,18 @@ func ScaleSizes(t *testing.T) []int {
 		t.Skip("set E2E_SCALE to cluster sizes, e.g. 1000,5000")
 	}
 	return sizes
+}
+
+// ProviderLog is a logger for a provider under test that writes into the
+// autoscaler's log, each line prefixed "hcloudscale: ".
+func ProviderLog() *zap.Logger {
+	return zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(klogWriter{}), zap.InfoLevel))
+}
+
+// klogWriter writes our provider's log into the autoscaler's log.
+type klogWriter struct{}
+
+func (klogWriter) Write(b []byte) (int, error) {
+	klog.InfoDepth(1, "hcloudscale: "+strings.TrimSpace(string(b)))
+	return len(b), nil
 }

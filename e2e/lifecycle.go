@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
@@ -44,6 +47,7 @@ var LifecycleScenarios = []struct {
 	{"OutsideWindow", OutsideWindow},
 	{"RemovedPoolDrained", RemovedPoolDrained},
 	{"LeaderHandOverMidReplacement", LeaderHandOverMidReplacement},
+	{"NodeRepaired", NodeRepaired},
 }
 
 // rollout watches a lifecycle run: evictions (played as the Eviction API
@@ -172,25 +176,33 @@ func (r *rollout) check(pool string, limit, pending int) func() {
 	return func() {
 		r.w.t.Helper()
 		r.w.atMost(pool, limit)
+		// Read the fake clientset before taking r.mu: the eviction
+		// reactor takes r.mu under the clientset's lock.
+		servers, waiting := r.w.servers(pool), r.w.pending()
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		if len(r.early) > 0 {
-			r.w.t.Fatalf("pods evicted before their node's replacement was Ready: %v\n%s", r.early, r.w.describe())
-		}
+		early := slices.Clone(r.early)
 		live := map[string]bool{}
-		for _, s := range r.w.servers(pool) {
+		for _, s := range servers {
 			live[s.Name] = true
 			if s.Labels[config.LabelReplaces] != "" {
 				r.replacements[s.Name] = true
 			}
 		}
+		var gone []string
 		for name := range r.replacements {
 			if !live[name] {
-				r.w.t.Fatalf("replacement %s was removed\n%s", name, r.w.describe())
+				gone = append(gone, name)
 			}
 		}
-		if n := r.w.pending(); n > pending {
-			r.w.t.Fatalf("%d pods pending, more than the %d the surge covers\n%s", n, pending, r.w.describe())
+		r.mu.Unlock()
+		if len(early) > 0 {
+			r.w.t.Fatalf("pods evicted before their node's replacement was Ready: %v\n%s", early, r.w.describe())
+		}
+		if len(gone) > 0 {
+			r.w.t.Fatalf("replacements %v were removed\n%s", gone, r.w.describe())
+		}
+		if waiting > pending {
+			r.w.t.Fatalf("%d pods pending, more than the %d the surge covers\n%s", waiting, pending, r.w.describe())
 		}
 	}
 }
@@ -243,7 +255,7 @@ func ExpireAfter(t *testing.T, kind Provider) {
 	w.loopUntil("pods bound", 60*time.Second, func() bool { return w.boundOn("web-", "workers") == 2 }, nil)
 	r := w.startLifecycle(kind)
 	w.loopUntil("every aged node replaced", 180*time.Second, func() bool {
-		return w.replaced("workers", 2) && w.boundOn("web-", "workers") == 2 && w.pending() == 0
+		return w.replaced("workers", 2) && len(w.nodes()) == 2 && w.boundOn("web-", "workers") == 2 && w.pending() == 0
 	}, r.check("workers", 3, 1))
 	w.noLeak()
 	w.record("expire-after")
@@ -437,8 +449,70 @@ func LeaderHandOverMidReplacement(t *testing.T, kind Provider) {
 	r.refuse = map[string]bool{}
 	r.mu.Unlock()
 	w.loopUntil("every node replaced", 180*time.Second, func() bool {
-		return w.replaced("workers", 2) && w.boundOn("web-", "workers") == 2 && w.pending() == 0
+		return w.replaced("workers", 2) && len(w.nodes()) == 2 && w.boundOn("web-", "workers") == 2 && w.pending() == 0
 	}, r.check("workers", 3, 1))
 	w.noLeak()
 	w.record("leader-hand-over")
+}
+
+// NodeRepaired: a server goes off and its node has not been Ready for
+// longer than the pool's repairAfter: a replacement joins, then the old
+// server is deleted without a drain (nothing is evicted) and its pod
+// moves to the replacement; the autoscaler never removes the
+// replacement, and the pool ends where it started.
+func NodeRepaired(t *testing.T, kind Provider) {
+	p := rollingPool(map[string]any{"repairAfter": "15m", "joinTimeout": "1m"})
+	w := newWorld(t, kind, []poolSpec{p}, withConfigFile("workers"))
+	w.addPods(pods("web", 3)...)
+	w.loopUntil("pods bound", 60*time.Second, func() bool { return w.boundOn("web-", "workers") == 3 }, nil)
+	r := w.startLifecycle(kind)
+	victim := w.servers("workers")[0]
+	if err := w.fake.SetServerStatus(victim.ID, hcloud.ServerStatusOff); err != nil {
+		t.Fatal(err)
+	}
+	w.loopUntil("the node NotReady", 30*time.Second, func() bool { n := w.node(victim.Name); return n != nil && !ready(n) }, nil)
+	// The time that passes in a cluster before a repair is due.
+	w.notReadySince(victim.Name, time.Now().Add(-20*time.Minute))
+	w.loopUntil("the node repaired", 120*time.Second, func() bool {
+		_, there := w.fake.ServerByID(victim.ID)
+		return !there && len(w.servers("workers")) == 3 && w.boundOn("web-", "workers") == 3 && w.pending() == 0
+	}, r.check("workers", 4, 1))
+	r.mu.Lock()
+	evicted := r.evicted
+	r.mu.Unlock()
+	if evicted != 0 {
+		t.Fatalf("%d pods evicted; a repair evicts none\n%s", evicted, w.describe())
+	}
+	w.loopFor(unneededTime+3*time.Second, r.check("workers", 3, 0))
+	w.noLeak()
+	w.record("node-repaired")
+}
+
+// node returns the Node named name, nil if there is none.
+func (w *world) node(name string) *corev1.Node {
+	nodes := w.nodes()
+	for i := range nodes {
+		if nodes[i].Name == name {
+			return &nodes[i]
+		}
+	}
+	return nil
+}
+
+// notReadySince dates the last transition of node name's Ready condition
+// to t, as if it had gone NotReady then.
+func (w *world) notReadySince(name string, t time.Time) {
+	w.t.Helper()
+	n, err := w.kube.KubeClient.CoreV1().Nodes().Get(w.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == corev1.NodeReady {
+			n.Status.Conditions[i].LastTransitionTime = metav1.NewTime(t)
+		}
+	}
+	if _, err := w.kube.KubeClient.CoreV1().Nodes().UpdateStatus(w.ctx, n, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
 }

@@ -6,16 +6,9 @@ package externalgrpc
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -26,12 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/autoscaler/cluster-autoscaler/cloudprovider/externalgrpc"
 	"sigs.k8s.io/cluster-autoscaler/pkg/cloudprovider"
-	caconfig "sigs.k8s.io/cluster-autoscaler/pkg/config"
-	coreoptions "sigs.k8s.io/cluster-autoscaler/pkg/core/options"
 
 	"github.com/hcloudscale/hcloudscale/e2e"
+	"github.com/hcloudscale/hcloudscale/e2e/externalgrpc/caclient"
 )
 
 var (
@@ -45,17 +36,13 @@ var work string
 func TestMain(m *testing.M) {
 	flag.Parse()
 	os.Exit(func() int {
-		closeLog, err := e2e.LogTo(*klogFile)
-		if err != nil {
+		var done func()
+		var err error
+		if work, done, err = caclient.Prepare(*klogFile, "hcloudscale-e2e-serve-"); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		defer closeLog()
-		if work, err = os.MkdirTemp("", "hcloudscale-e2e-serve-"); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		fmt.Fprintf(os.Stderr, "serve logs and certificates: %s\n", work)
+		defer done()
 		if *binary == "" {
 			*binary = filepath.Join(work, "hcloudscale")
 			// The main module alone: serve needs nothing of the autoscaler.
@@ -66,10 +53,6 @@ func TestMain(m *testing.M) {
 				fmt.Fprintf(os.Stderr, "build hcloudscale: %v\n%s", err, out)
 				return 1
 			}
-		}
-		if err := writeCertificates(work); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
 		}
 		return m.Run()
 	}())
@@ -204,16 +187,10 @@ func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvid
 		return nil, fmt.Errorf("serve: %w\n%s", err, out)
 	}
 
-	cloudConfig := filepath.Join(work, "cloud-config.yaml")
-	doc := fmt.Sprintf("address: %q\nkey: %q\ncert: %q\ncacert: %q\n", k.addr,
-		filepath.Join(work, "client.key"), filepath.Join(work, "client.crt"), filepath.Join(work, "ca.crt"))
-	if err := os.WriteFile(cloudConfig, []byte(doc), 0o600); err != nil {
+	if p.CloudProvider, err = caclient.Build(work, k.addr); err != nil {
 		_ = k.Stop(p)
 		return nil, err
 	}
-	opts := &coreoptions.AutoscalerOptions{AutoscalingOptions: caconfig.AutoscalingOptions{CloudConfig: cloudConfig}}
-	p.CloudProvider = externalgrpc.BuildExternalGrpc(opts, cloudprovider.NodeGroupDiscoveryOptions{},
-		cloudprovider.NewResourceLimiter(nil, nil))
 	return p, nil
 }
 
@@ -258,66 +235,6 @@ func waitListening(addr string, done chan error) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("%s not listening after 30 s", addr)
-}
-
-// writeCertificates writes a CA, a server certificate for 127.0.0.1 and a
-// client certificate, as cert-manager would issue them for the
-// deployment in examples/.
-func writeCertificates(dir string) error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hcloudscale-e2e-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return err
-	}
-	if err := writePEM(filepath.Join(dir, "ca.crt"), "CERTIFICATE", caDER); err != nil {
-		return err
-	}
-	for i, leaf := range []struct {
-		name  string
-		usage x509.ExtKeyUsage
-	}{{"server", x509.ExtKeyUsageServerAuth}, {"client", x509.ExtKeyUsageClientAuth}} {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: "hcloudscale-e2e-" + leaf.name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{leaf.usage},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			return err
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			return err
-		}
-		if err := writePEM(filepath.Join(dir, leaf.name+".crt"), "CERTIFICATE", der); err != nil {
-			return err
-		}
-		if err := writePEM(filepath.Join(dir, leaf.name+".key"), "PRIVATE KEY", keyDER); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func writePEM(path, kind string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600)
 }
 
 // TestServeAtScale measures the loop at the cluster sizes listed in
