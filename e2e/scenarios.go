@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -413,12 +414,31 @@ func APIBudget(t *testing.T, kind Provider) {
 	w.record("api-budget-200")
 }
 
+// scaleMin returns the pool's min size for LoopAtScale: size, or
+// $E2E_SCALE_MIN. Below size every node is a scale-down candidate, which
+// costs the autoscaler more provider calls per node (its eligibility
+// check asks for the pool's options); the unneeded time is then an hour,
+// so that no node is removed while the loop is measured.
+func scaleMin(t *testing.T, size int) (int, []worldOption) {
+	v := os.Getenv("E2E_SCALE_MIN")
+	if v == "" {
+		return size, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > size {
+		t.Fatalf("E2E_SCALE_MIN: %q is not a min size from 0 to %d", v, size)
+	}
+	return n, []worldOption{withOptions(func(o *caconfig.AutoscalingOptions) { o.NodeGroupDefaults.ScaleDownUnneededTime = time.Hour })}
+}
+
 // LoopAtScale measures the autoscaler's loop over a steady pool of size
 // registered nodes: the mean RunOnce duration and the share of it spent
-// inside the provider's methods, over loops loops.
+// inside the provider's methods, over loops loops. The pool's min size is
+// its size (no node is a scale-down candidate), or $E2E_SCALE_MIN.
 func LoopAtScale(t *testing.T, kind Provider, size, loops int) {
-	w := newWorld(t, kind, []poolSpec{{name: "workers", serverType: "cx23", location: "fsn1", min: size, max: size + 10}},
-		withListTTL(6*time.Second), withServers("workers", size))
+	minSize, opts := scaleMin(t, size)
+	w := newWorld(t, kind, []poolSpec{{name: "workers", serverType: "cx23", location: "fsn1", min: minSize, max: size + 10}},
+		append(opts, withListTTL(6*time.Second), withServers("workers", size))...)
 	w.waitFor("all nodes registered", 5*time.Minute, func() bool { return len(w.nodes()) == size })
 	w.loopUntil("target at size", time.Minute, func() bool { return w.target("workers") == size }, nil)
 	w.runOnce() // the first loop over every node builds the autoscaler's caches
@@ -474,8 +494,8 @@ func LoopAtScale(t *testing.T, kind Provider, size, loops int) {
 	}
 	spent := time.Duration(w.provider.spent.Load())
 	perLoop := w.stats.loopTime / time.Duration(loops)
-	t.Logf("RESULT loop-at-scale provider=%s nodes=%d loops=%d loop_ms=%.1f loop_median_ms=%.1f provider_ms=%.1f share=%.0f%% server_cpu_ms_per_loop=%s autoscaler_cpu_ms_per_loop=%.0f calls_per_loop=%d rpcs_per_loop=%s requests=%d",
-		kind.Name(), size, loops, float64(perLoop.Microseconds())/1000, float64(median(w.stats.loopTimes).Microseconds())/1000,
+	t.Logf("RESULT loop-at-scale provider=%s nodes=%d min=%d loops=%d loop_ms=%.1f loop_median_ms=%.1f provider_ms=%.1f share=%.0f%% server_cpu_ms_per_loop=%s autoscaler_cpu_ms_per_loop=%.0f calls_per_loop=%d rpcs_per_loop=%s requests=%d",
+		kind.Name(), size, minSize, loops, float64(perLoop.Microseconds())/1000, float64(median(w.stats.loopTimes).Microseconds())/1000,
 		float64((spent/time.Duration(loops)).Microseconds())/1000,
 		100*float64(spent)/float64(max(w.stats.loopTime, 1)), serverCPU, float64(selfCPU.Microseconds())/1000, w.provider.calls.Load()/int64(loops), rpcs, len(w.fake.Requests()))
 }
