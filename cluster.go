@@ -335,81 +335,109 @@ func (c *Cluster) check(ctx context.Context, cfg *config.Config) (refs *referenc
 		errs = append(errs, err) // it says "listing server types"
 	}
 	if err := refusedToken(errors.Join(errs...)); err != nil {
-		return nil, nil, warnings, err
+		return nil, nil, nil, err
 	}
 	if err != nil {
-		return nil, nil, warnings, errors.Join(errs...)
+		return nil, nil, nil, errors.Join(errs...)
 	}
 	byName := make(map[string]*servercache.ServerType, len(types))
 	for _, t := range types {
 		byName[t.Name] = t
 	}
-	// offer problems are errors unless the caller asked for them as
-	// warnings: a server type that does not exist or a missing image stops
-	// scale-ups of that pool, not the inspection of the others.
-	offer := func(err error) {
-		if c.lenient {
-			warnings = append(warnings, err.Error())
-			return
-		}
-		errs = append(errs, err)
-	}
+	r := &checkReport{errs: errs, lenient: c.lenient}
 	for i := range cfg.Pools {
-		p := &cfg.Pools[i]
-		path := p.Origin
-		if path == "" {
-			path = config.PoolSetting(i, p.Name)
-		}
-		t := byName[p.ServerType]
-		if t == nil {
-			offer(fieldErr(path, "server type %q does not exist", p.ServerType))
-			continue
-		}
-		loc, ok := t.Locations[p.Location]
-		switch {
-		case !ok:
-			offer(fieldErr(path, "server type %q is not offered in location %q", p.ServerType, p.Location))
-			continue
-		case !loc.Available:
-			soldOut = append(soldOut, p)
-			warnings = append(warnings, fmt.Sprintf("%s: server type %q is not available in location %q (sold out); scale-ups of the pool fail at once until the catalogue offers it again", path, p.ServerType, p.Location))
-		case loc.Deprecated:
-			w := fmt.Sprintf("%s: server type %q is deprecated in location %q", path, p.ServerType, p.Location)
-			if !loc.UnavailableAfter.IsZero() {
-				w += fmt.Sprintf(" and can be ordered until %s", loc.UnavailableAfter.UTC().Format(time.DateOnly))
-			}
-			warnings = append(warnings, w)
-		}
-		if slices.Contains(p.InheritedImages, t.Arch) {
-			warnings = append(warnings, fmt.Sprintf("%s: the pool's imagesForArch has no %s entry: its servers boot %q from the global imagesForArch, where upstream let the pool's object replace the global one and booted the newest %s snapshot; add %s to the pool's imagesForArch to choose",
-				path, t.Arch, p.Images.ForArch(t.Arch), t.Arch, t.Arch))
-		}
-		img, err := c.images.ResolvePool(ctx, p, t.Arch)
-		switch {
-		case err != nil:
-			offer(fieldErr(path, "image for server type %q (%s): %w", p.ServerType, t.Arch, err))
-		case img.Deprecated:
-			warnings = append(warnings, fmt.Sprintf("%s: image %q (%d) is deprecated", path, img.Name, img.ID))
-		}
+		c.checkPool(ctx, r, byName, i, &cfg.Pools[i])
 	}
+	c.checkPlacement(ctx, r, cfg, refs)
+	if len(r.errs) > 0 {
+		return nil, nil, r.warnings, errors.Join(r.errs...)
+	}
+	return refs, r.soldOut, r.warnings, nil
+}
 
+// checkReport collects what check finds: errors, warnings and the pools
+// whose offering is sold out.
+type checkReport struct {
+	errs     []error
+	warnings []string
+	soldOut  []*config.Pool
+	// lenient makes offer problems warnings (WithLenientCheck).
+	lenient bool
+}
+
+func (r *checkReport) warn(format string, args ...any) {
+	r.warnings = append(r.warnings, fmt.Sprintf(format, args...))
+}
+
+// offer records a problem of a pool's offering: an error unless the
+// caller asked for them as warnings, since a server type that does not
+// exist or a missing image stops scale-ups of that pool, not the
+// inspection of the others.
+func (r *checkReport) offer(err error) {
+	if r.lenient {
+		r.warnings = append(r.warnings, err.Error())
+		return
+	}
+	r.errs = append(r.errs, err)
+}
+
+// checkPool checks the server type, its offering in the pool's location
+// and the pool's image.
+func (c *Cluster) checkPool(ctx context.Context, r *checkReport, byName map[string]*servercache.ServerType, i int, p *config.Pool) {
+	path := p.Origin
+	if path == "" {
+		path = config.PoolSetting(i, p.Name)
+	}
+	t := byName[p.ServerType]
+	if t == nil {
+		r.offer(fieldErr(path, "server type %q does not exist", p.ServerType))
+		return
+	}
+	loc, ok := t.Locations[p.Location]
+	switch {
+	case !ok:
+		r.offer(fieldErr(path, "server type %q is not offered in location %q", p.ServerType, p.Location))
+		return
+	case !loc.Available:
+		r.soldOut = append(r.soldOut, p)
+		r.warn("%s: server type %q is not available in location %q (sold out); scale-ups of the pool fail at once until the catalogue offers it again", path, p.ServerType, p.Location)
+	case loc.Deprecated && !loc.UnavailableAfter.IsZero():
+		r.warn("%s: server type %q is deprecated in location %q and can be ordered until %s", path, p.ServerType, p.Location, loc.UnavailableAfter.UTC().Format(time.DateOnly))
+	case loc.Deprecated:
+		r.warn("%s: server type %q is deprecated in location %q", path, p.ServerType, p.Location)
+	}
+	if slices.Contains(p.InheritedImages, t.Arch) {
+		r.warn("%s: the pool's imagesForArch has no %s entry: its servers boot %q from the global imagesForArch, where upstream let the pool's object replace the global one and booted the newest %s snapshot; add %s to the pool's imagesForArch to choose",
+			path, t.Arch, p.Images.ForArch(t.Arch), t.Arch, t.Arch)
+	}
+	img, err := c.images.ResolvePool(ctx, p, t.Arch)
+	switch {
+	case err != nil:
+		r.offer(fieldErr(path, "image for server type %q (%s): %w", p.ServerType, t.Arch, err))
+	case img.Deprecated:
+		r.warn("%s: image %q (%d) is deprecated", path, img.Name, img.ID)
+	}
+}
+
+// checkPlacement lists the servers and warns of placement groups without
+// room for the pools' max sizes.
+func (c *Cluster) checkPlacement(ctx context.Context, r *checkReport, cfg *config.Config, refs *references) {
 	snap, err := c.servers.Get(ctx)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("listing servers: %w", err))
-	} else if refs != nil {
-		for _, w := range checkPlacementRoom(cfg, refs, func(id int64) string {
-			if s := snap.ByID(id); s != nil {
-				return s.Pool
-			}
-			return ""
-		}) {
-			warnings = append(warnings, w.Error())
+		r.errs = append(r.errs, fmt.Errorf("listing servers: %w", err))
+		return
+	}
+	if refs == nil {
+		return
+	}
+	for _, w := range checkPlacementRoom(cfg, refs, func(id int64) string {
+		if s := snap.ByID(id); s != nil {
+			return s.Pool
 		}
+		return ""
+	}) {
+		r.warnings = append(r.warnings, w.Error())
 	}
-	if len(errs) > 0 {
-		return nil, nil, warnings, errors.Join(errs...)
-	}
-	return refs, soldOut, warnings, nil
 }
 
 // Config returns the configuration the Cluster runs: the one it was built

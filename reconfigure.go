@@ -98,9 +98,23 @@ func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
 		return errors.Join(fixedErr, err)
 	}
 
-	// Every pool is built or checked before anything changes: pool.New
-	// makes no API call and starts nothing, so a throwaway one checks
-	// the settings of a pool that exists.
+	added, err := c.buildPools(ctx, old, cfg, refs)
+	if err != nil {
+		return err
+	}
+	next, changed, removed, err := c.nextPools(old, cfg, refs, added)
+	c.markSoldOut(soldOut)
+	c.storePools(next)
+	c.applied(old, cfg, warnings, changed, removed)
+	return err
+}
+
+// buildPools builds the pools new to cfg and checks the settings of the
+// others, before anything changes: pool.New makes no API call and starts
+// nothing, so a throwaway one checks the settings of a pool that exists.
+// On an error it closes the pools it built. The caller holds
+// reconfigureMu.
+func (c *Cluster) buildPools(ctx context.Context, old *poolSet, cfg *config.Config, refs *references) ([]*pool.Pool, error) {
 	var errs []error
 	var added []*pool.Pool
 	for _, pc := range cfg.Pools {
@@ -121,11 +135,18 @@ func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
 		for _, p := range added {
 			_ = p.Close(ctx)
 		}
-		return errors.Join(errs...)
+		return nil, errors.Join(errs...)
 	}
+	return added, nil
+}
 
-	next := &poolSet{cfg: cfg, byName: map[string]*pool.Pool{}}
-	var changed, removed []string
+// nextPools returns the pool set of cfg: the pools added (in cfg's order),
+// those in both reconfigured, and those missing from cfg removed and kept
+// until they are empty. It returns the names of the pools changed and
+// removed. The caller holds reconfigureMu.
+func (c *Cluster) nextPools(old *poolSet, cfg *config.Config, refs *references, added []*pool.Pool) (next *poolSet, changed, removed []string, err error) {
+	var errs []error
+	next = &poolSet{cfg: cfg, byName: map[string]*pool.Pool{}}
 	for _, pc := range cfg.Pools {
 		p := old.byName[pc.Name]
 		if p == nil {
@@ -137,7 +158,7 @@ func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
 				changed = append(changed, pc.Name)
 			}
 			if err := p.Reconfigure(pc, c.poolDeps(&pc, refs)); err != nil {
-				// Checked above: only a closed pool refuses now.
+				// Checked by buildPools: only a closed pool refuses now.
 				errs = append(errs, err)
 			}
 		}
@@ -155,17 +176,20 @@ func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
 		next.list = append(next.list, p)
 		next.byName[p.Name()] = p
 	}
-	c.markSoldOut(soldOut)
-	c.storePools(next)
+	return next, changed, removed, errors.Join(errs...)
+}
+
+// applied logs the configuration's own warnings (entries ignored, a pool
+// parked at max size 0, ...), which say why a change may not be what was
+// meant (those of the checks, warnings, were logged already), keeps both
+// for Warnings, and logs what changed.
+func (c *Cluster) applied(old *poolSet, cfg *config.Config, warnings, changed, removed []string) {
 	var names []string
 	for _, pc := range cfg.Pools {
 		if old.byName[pc.Name] == nil {
 			names = append(names, pc.Name)
 		}
 	}
-	// The warnings of the configuration itself (entries ignored, a pool
-	// parked at max size 0, ...) say why a change may not be what was
-	// meant; those of the checks were logged above.
 	for _, w := range cfg.Warnings {
 		c.log.Warn(w)
 	}
@@ -174,7 +198,6 @@ func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
 	c.warnMu.Unlock()
 	c.log.Info("configuration applied", zap.Strings("added", names), zap.Strings("changed", changed), zap.Strings("removed", removed),
 		zap.Int("warnings", len(cfg.Warnings)+len(warnings)))
-	return errors.Join(errs...)
 }
 
 // checkFixed reports the settings that differ between the running

@@ -168,47 +168,12 @@ func (cc *ClusterConfig) isTemplate(nc *NodeConfig) bool {
 
 func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 	nc := &NodeConfig{}
-	size := func(dst **int) func(string, json.RawMessage) {
-		return func(path string, raw json.RawMessage) {
-			if n, ok := p.integer(path, raw); ok {
-				if n < 0 {
-					p.addf(path, "%d is negative", n)
-					return
-				}
-				*dst = &n
-			}
-		}
-	}
-	offering := func(dst *string) func(string, json.RawMessage) {
-		return func(path string, raw json.RawMessage) {
-			s, ok := p.str(path, raw)
-			switch {
-			case !ok:
-			case s == "":
-				p.addf(path, "empty")
-			case checkNoSpace(s) != nil:
-				p.addf(path, "%q %w", s, checkNoSpace(s))
-			default:
-				*dst = strings.ToLower(s)
-			}
-		}
-	}
 	p.fields(path, raw, map[string]func(string, json.RawMessage){
-		"minSize":    size(&nc.MinSize),
-		"maxSize":    size(&nc.MaxSize),
-		"serverType": offering(&nc.ServerType),
-		"location":   offering(&nc.Location),
-		"cloudInit": func(path string, raw json.RawMessage) {
-			// encoding/json turns invalid UTF-8 into U+FFFD: check the
-			// bytes as written.
-			if err := checkUTF8(bytes.TrimPrefix(raw, []byte{'"'})); err != nil {
-				p.add(path, err)
-				return
-			}
-			if s, ok := p.str(path, raw); ok {
-				nc.CloudInit = Secret(s)
-			}
-		},
+		"minSize":    p.size(&nc.MinSize),
+		"maxSize":    p.size(&nc.MaxSize),
+		"serverType": p.offering(&nc.ServerType),
+		"location":   p.offering(&nc.Location),
+		"cloudInit":  p.cloudInit(&nc.CloudInit),
 		"cloudInitTemplate": func(path string, raw json.RawMessage) {
 			if b, ok := p.boolean(path, raw); ok {
 				nc.CloudInitTemplate = &b
@@ -222,67 +187,120 @@ func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 			nc.ServerLabels = p.stringMap(path, raw)
 			p.checkServerLabels(path, nc.ServerLabels)
 		},
-		"taints": func(path string, raw json.RawMessage) {
-			p.array(path, raw, func(path string, raw json.RawMessage) {
-				var t corev1.Taint
-				p.fields(path, raw, map[string]func(string, json.RawMessage){
-					"key":    func(path string, raw json.RawMessage) { t.Key, _ = p.str(path, raw) },
-					"value":  func(path string, raw json.RawMessage) { t.Value, _ = p.str(path, raw) },
-					"effect": func(path string, raw json.RawMessage) { s, _ := p.str(path, raw); t.Effect = corev1.TaintEffect(s) },
-					// Upstream decoded corev1.Taint, so a taint copied from
-					// a node may carry timeAdded; it means nothing here.
-					"timeAdded": func(path string, _ json.RawMessage) { p.warnf(path, "ignored: a template taint has no time") },
-				})
-				nc.Taints = append(nc.Taints, t)
-			})
-			p.checkTaints(path, nc.Taints)
-		},
-		"imagesForArch": func(path string, raw json.RawMessage) {
-			nc.ImagesForArch = p.images(path, raw)
-		},
-		"subnetIPRange": func(path string, raw json.RawMessage) {
-			nc.SubnetIPRange = p.prefix(path, raw)
-		},
-		"firewalls": func(path string, raw json.RawMessage) {
-			p.array(path, raw, func(path string, raw json.RawMessage) {
-				if s, ok := p.str(path, raw); ok {
-					if err := checkReference(s); err != nil {
-						p.add(path, err)
-						return
-					}
-					nc.Firewalls = append(nc.Firewalls, s)
-				}
-			})
-		},
-		"placementGroup": func(path string, raw json.RawMessage) {
-			if s, ok := p.str(path, raw); ok && s != "" {
-				p.add(path, checkReference(s))
-				nc.PlacementGroup = s
-			}
-		},
-		"maxPods": func(path string, raw json.RawMessage) {
-			if n, ok := p.integer(path, raw); ok {
-				if n < MinMaxPods || n > MaxMaxPods {
-					p.addf(path, "%d is out of range %d..%d", n, MinMaxPods, MaxMaxPods)
-					return
-				}
-				nc.MaxPods = n
-			}
-		},
-		"reserved": func(path string, raw json.RawMessage) {
-			nc.Reserved = p.reserved(path, raw)
-		},
-		"autoscaling": func(path string, raw json.RawMessage) {
-			nc.Autoscaling = p.autoscaling(path, raw)
-		},
-		"replace": func(path string, raw json.RawMessage) {
-			nc.Replace = p.replace(path, raw)
-		},
+		"taints":         func(path string, raw json.RawMessage) { nc.Taints = p.taints(path, raw) },
+		"imagesForArch":  func(path string, raw json.RawMessage) { nc.ImagesForArch = p.images(path, raw) },
+		"subnetIPRange":  func(path string, raw json.RawMessage) { nc.SubnetIPRange = p.prefix(path, raw) },
+		"firewalls":      func(path string, raw json.RawMessage) { nc.Firewalls = p.firewalls(path, raw) },
+		"placementGroup": p.placementGroup(&nc.PlacementGroup),
+		"maxPods":        p.maxPods(&nc.MaxPods),
+		"reserved":       func(path string, raw json.RawMessage) { nc.Reserved = p.reserved(path, raw) },
+		"autoscaling":    func(path string, raw json.RawMessage) { nc.Autoscaling = p.autoscaling(path, raw) },
+		"replace":        func(path string, raw json.RawMessage) { nc.Replace = p.replace(path, raw) },
 	})
 	if nc.MinSize != nil && nc.MaxSize != nil && *nc.MinSize > *nc.MaxSize {
 		p.addf(path+".minSize", "%d is greater than maxSize %d", *nc.MinSize, *nc.MaxSize)
 	}
 	return nc
+}
+
+// size decodes a pool size, not negative, into dst.
+func (p *problems) size(dst **int) func(string, json.RawMessage) {
+	return func(path string, raw json.RawMessage) {
+		if n, ok := p.integer(path, raw); ok {
+			if n < 0 {
+				p.addf(path, "%d is negative", n)
+				return
+			}
+			*dst = &n
+		}
+	}
+}
+
+// offering decodes a server type or location, lower-cased, into dst.
+func (p *problems) offering(dst *string) func(string, json.RawMessage) {
+	return func(path string, raw json.RawMessage) {
+		s, ok := p.str(path, raw)
+		switch {
+		case !ok:
+		case s == "":
+			p.addf(path, "empty")
+		case checkNoSpace(s) != nil:
+			p.addf(path, "%q %w", s, checkNoSpace(s))
+		default:
+			*dst = strings.ToLower(s)
+		}
+	}
+}
+
+// cloudInit decodes a cloud-init into dst, refusing invalid UTF-8 as
+// written (encoding/json would turn it into U+FFFD).
+func (p *problems) cloudInit(dst *Secret) func(string, json.RawMessage) {
+	return func(path string, raw json.RawMessage) {
+		if err := checkUTF8(bytes.TrimPrefix(raw, []byte{'"'})); err != nil {
+			p.add(path, err)
+			return
+		}
+		if s, ok := p.str(path, raw); ok {
+			*dst = Secret(s)
+		}
+	}
+}
+
+// taints decodes and checks an array of taints.
+func (p *problems) taints(path string, raw json.RawMessage) []corev1.Taint {
+	var taints []corev1.Taint
+	p.array(path, raw, func(path string, raw json.RawMessage) {
+		var t corev1.Taint
+		p.fields(path, raw, map[string]func(string, json.RawMessage){
+			"key":    func(path string, raw json.RawMessage) { t.Key, _ = p.str(path, raw) },
+			"value":  func(path string, raw json.RawMessage) { t.Value, _ = p.str(path, raw) },
+			"effect": func(path string, raw json.RawMessage) { s, _ := p.str(path, raw); t.Effect = corev1.TaintEffect(s) },
+			// Upstream decoded corev1.Taint, so a taint copied from a
+			// node may carry timeAdded; it means nothing here.
+			"timeAdded": func(path string, _ json.RawMessage) { p.warnf(path, "ignored: a template taint has no time") },
+		})
+		taints = append(taints, t)
+	})
+	p.checkTaints(path, taints)
+	return taints
+}
+
+// firewalls decodes an array of firewall names or IDs.
+func (p *problems) firewalls(path string, raw json.RawMessage) []string {
+	var out []string
+	p.array(path, raw, func(path string, raw json.RawMessage) {
+		if s, ok := p.str(path, raw); ok {
+			if err := checkReference(s); err != nil {
+				p.add(path, err)
+				return
+			}
+			out = append(out, s)
+		}
+	})
+	return out
+}
+
+// placementGroup decodes a placement group's name or ID into dst.
+func (p *problems) placementGroup(dst *string) func(string, json.RawMessage) {
+	return func(path string, raw json.RawMessage) {
+		if s, ok := p.str(path, raw); ok && s != "" {
+			p.add(path, checkReference(s))
+			*dst = s
+		}
+	}
+}
+
+// maxPods decodes a node's pod capacity into dst.
+func (p *problems) maxPods(dst *int) func(string, json.RawMessage) {
+	return func(path string, raw json.RawMessage) {
+		if n, ok := p.integer(path, raw); ok {
+			if n < MinMaxPods || n > MaxMaxPods {
+				p.addf(path, "%d is out of range %d..%d", n, MinMaxPods, MaxMaxPods)
+				return
+			}
+			*dst = n
+		}
+	}
 }
 
 // declaresPools reports whether any entry declares a pool.

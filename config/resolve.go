@@ -35,20 +35,7 @@ func (p *problems) pools(cfg *Config, cc *ClusterConfig, legacyCloudInit Secret,
 	}
 	pools := make([]Pool, 0, len(specs))
 	for i, spec := range specs {
-		pool := Pool{
-			Name:       spec.Name,
-			MinSize:    spec.MinSize,
-			MaxSize:    spec.MaxSize,
-			ServerType: spec.ServerType,
-			Location:   spec.Location,
-			Origin:     origins[i],
-			Network:    cfg.Network,
-			Firewalls:  slices.Clone(cfg.Firewalls),
-			SSHKeys:    slices.Clone(cfg.SSHKeys),
-			PublicIPv4: cfg.PublicIPv4,
-			PublicIPv6: cfg.PublicIPv6,
-			Images:     imagesFor(nil, cfg.Images, cfg.DefaultImage),
-		}
+		pool := basePool(cfg, spec, origins[i])
 		var nc *NodeConfig
 		switch {
 		case !jsonMode:
@@ -56,46 +43,10 @@ func (p *problems) pools(cfg *Config, cc *ClusterConfig, legacyCloudInit Secret,
 		case cc == nil:
 			// The document did not parse; its errors are reported already.
 		default:
-			nc = cc.NodeConfigs[spec.Name]
-			if nc == nil && !p.has(childPath("nodeConfigs", spec.Name)) { // a null entry is reported already
-				hint := ""
-				for _, name := range sortedKeys(cc.NodeConfigs) {
-					if strings.EqualFold(name, spec.Name) {
-						hint = fmt.Sprintf("; the entry %q differs only in case: pool names are lower-case, and the entry's key must be the pool's name exactly", name)
-					}
-				}
-				p.addf(childPath("nodeConfigs", spec.Name), "missing: the cluster config needs an entry for every --nodes pool%s", hint)
-			}
+			nc = p.nodeConfigOf(cc, spec.Name)
 		}
 		if nc != nil {
-			path := childPath("nodeConfigs", spec.Name)
-			pool.CloudInit = nc.CloudInit
-			pool.CloudInitTemplate = cc.isTemplate(nc)
-			pool.Images = imagesFor(nc.ImagesForArch, cfg.Images, cfg.DefaultImage)
-			pool.Labels = maps.Clone(nc.Labels)
-			pool.Taints = slices.Clone(nc.Taints)
-			pool.Firewalls = appendUnique(pool.Firewalls, nc.Firewalls...)
-			pool.PlacementGroup = nc.PlacementGroup
-			pool.MaxPods = nc.MaxPods
-			pool.Reserved = nc.Reserved
-			pool.Autoscaling = nc.Autoscaling
-			pool.Replace = nc.Replace.clone()
-			pool.ServerLabels = maps.Clone(nc.ServerLabels)
-			if cfg.Network != "" {
-				pool.SubnetIPRange = cc.DefaultSubnetIPRange
-			}
-			if sub := nc.SubnetIPRange; sub.IsValid() {
-				def := cc.DefaultSubnetIPRange
-				switch {
-				case cfg.Network == "":
-					p.addf(path+".subnetIPRange", "set, but %s is not: the range would be ignored", EnvNetwork)
-				default:
-					if def.IsValid() && sub != def && sub.Overlaps(def) {
-						p.warnf(path+".subnetIPRange", "%s overlaps defaultSubnetIPRange %s: subnets of one network cannot overlap, so at most one of them can be a subnet of %s (hcloudscale.New checks which)", sub, def, EnvNetwork)
-					}
-					pool.SubnetIPRange = sub
-				}
-			}
+			p.applyNodeConfig(&pool, cfg, cc, nc)
 		}
 		pool.ServerLabels = serverLabels(pool.ServerLabels, pool.Name, cfg.ClusterName)
 		if nc != nil && pool.CloudInitTemplate {
@@ -112,6 +63,74 @@ func (p *problems) pools(cfg *Config, cc *ClusterConfig, legacyCloudInit Secret,
 	}
 	p.placementGroups(pools, func(i int) string { return childPath("nodeConfigs", pools[i].Name) + ".placementGroup" })
 	return pools
+}
+
+// basePool is the pool of spec with the settings of the environment,
+// before its nodeConfigs entry.
+func basePool(cfg *Config, spec NodeSpec, origin string) Pool {
+	return Pool{
+		Name:       spec.Name,
+		MinSize:    spec.MinSize,
+		MaxSize:    spec.MaxSize,
+		ServerType: spec.ServerType,
+		Location:   spec.Location,
+		Origin:     origin,
+		Network:    cfg.Network,
+		Firewalls:  slices.Clone(cfg.Firewalls),
+		SSHKeys:    slices.Clone(cfg.SSHKeys),
+		PublicIPv4: cfg.PublicIPv4,
+		PublicIPv6: cfg.PublicIPv6,
+		Images:     imagesFor(nil, cfg.Images, cfg.DefaultImage),
+	}
+}
+
+// nodeConfigOf returns the nodeConfigs entry of pool name, reporting a
+// missing one (with a hint when an entry differs only in case).
+func (p *problems) nodeConfigOf(cc *ClusterConfig, name string) *NodeConfig {
+	nc := cc.NodeConfigs[name]
+	if nc == nil && !p.has(childPath("nodeConfigs", name)) { // a null entry is reported already
+		hint := ""
+		for _, other := range sortedKeys(cc.NodeConfigs) {
+			if strings.EqualFold(other, name) {
+				hint = fmt.Sprintf("; the entry %q differs only in case: pool names are lower-case, and the entry's key must be the pool's name exactly", other)
+			}
+		}
+		p.addf(childPath("nodeConfigs", name), "missing: the cluster config needs an entry for every --nodes pool%s", hint)
+	}
+	return nc
+}
+
+// applyNodeConfig gives pool the settings of its nodeConfigs entry nc,
+// checking its subnet range against HCLOUD_NETWORK and the default range.
+func (p *problems) applyNodeConfig(pool *Pool, cfg *Config, cc *ClusterConfig, nc *NodeConfig) {
+	path := childPath("nodeConfigs", pool.Name)
+	pool.CloudInit = nc.CloudInit
+	pool.CloudInitTemplate = cc.isTemplate(nc)
+	pool.Images = imagesFor(nc.ImagesForArch, cfg.Images, cfg.DefaultImage)
+	pool.Labels = maps.Clone(nc.Labels)
+	pool.Taints = slices.Clone(nc.Taints)
+	pool.Firewalls = appendUnique(pool.Firewalls, nc.Firewalls...)
+	pool.PlacementGroup = nc.PlacementGroup
+	pool.MaxPods = nc.MaxPods
+	pool.Reserved = nc.Reserved
+	pool.Autoscaling = nc.Autoscaling
+	pool.Replace = nc.Replace.clone()
+	pool.ServerLabels = maps.Clone(nc.ServerLabels)
+	if cfg.Network != "" {
+		pool.SubnetIPRange = cc.DefaultSubnetIPRange
+	}
+	sub := nc.SubnetIPRange
+	if !sub.IsValid() {
+		return
+	}
+	if cfg.Network == "" {
+		p.addf(path+".subnetIPRange", "set, but %s is not: the range would be ignored", EnvNetwork)
+		return
+	}
+	if def := cc.DefaultSubnetIPRange; def.IsValid() && sub != def && sub.Overlaps(def) {
+		p.warnf(path+".subnetIPRange", "%s overlaps defaultSubnetIPRange %s: subnets of one network cannot overlap, so at most one of them can be a subnet of %s (hcloudscale.New checks which)", sub, def, EnvNetwork)
+	}
+	pool.SubnetIPRange = sub
 }
 
 // imagesFor applies the image precedence per architecture: the pool's

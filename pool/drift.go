@@ -81,104 +81,148 @@ func (d *Drift) add(r DriftReason, format string, args ...any) {
 // an error with the rest.
 func (p *Pool) Drift(ctx context.Context) ([]Drift, error) {
 	set := p.current()
-	cfg := &set.cfg
-	now := p.now()
-	p.mu.Lock()
-	snap := p.viewLocked()
-	var servers []*servercache.Server
-	if snap != nil {
-		for _, s := range snap.Pool(p.cfg.Name) {
-			if !p.deletingLocked(s) && !p.creatingLocked(set, s, now) {
-				servers = append(servers, s)
-			}
-		}
-	}
-	p.mu.Unlock()
-
-	var errs []error
-	images := map[config.Arch]int64{} // resolved now, per architecture
-	arch := func(serverType string) config.Arch {
-		st, err := p.deps.Types.Lookup(ctx, serverType)
-		if err != nil || st == nil {
-			return ""
-		}
-		return st.Arch
-	}
+	dc := &driftCheck{p: p, ctx: ctx, set: set, cfg: &set.cfg, images: map[config.Arch]int64{}}
 	var out []Drift
-	staticHash := "" // of a cloudInit that is not a template, once known
-	for _, s := range servers {
+	for _, s := range p.driftCandidates(set) {
 		d := Drift{ServerID: s.ID, Name: s.Name}
-		if s.ServerType != cfg.ServerType {
-			d.add(DriftServerType, "server type %s, the pool's is %s", s.ServerType, cfg.ServerType)
+		if s.ServerType != dc.cfg.ServerType {
+			d.add(DriftServerType, "server type %s, the pool's is %s", s.ServerType, dc.cfg.ServerType)
 		}
-		if s.Location != cfg.Location {
-			d.add(DriftLocation, "location %s, the pool's is %s", s.Location, cfg.Location)
+		if s.Location != dc.cfg.Location {
+			d.add(DriftLocation, "location %s, the pool's is %s", s.Location, dc.cfg.Location)
 		}
-		a := arch(s.ServerType)
-		if a != "" && s.ImageID != 0 {
-			want, ok := images[a]
-			if !ok {
-				img, err := p.deps.Images.ResolvePool(ctx, cfg, a)
-				if err != nil {
-					errs = append(errs, fmt.Errorf("pool %q: image for %s: %w", p.cfg.Name, a, err))
-				} else {
-					want = img.ID
-				}
-				images[a] = want
-			}
-			if want != 0 && want != s.ImageID {
-				d.add(DriftImage, "image %d, the pool's %s is now %d", s.ImageID, cfg.Images.ForArch(a), want)
-			}
-		}
-		if want := idOf(set.refs.PlacementGroup); s.PlacementGroupID != want {
-			d.add(DriftPlacementGroup, "placement group %d, the pool's is %d (0: none)", s.PlacementGroupID, want)
-		}
-		var wantNets []int64
-		if set.refs.Network != nil {
-			wantNets = []int64{set.refs.Network.ID}
-		}
-		if !sameIDs(s.NetworkIDs, wantNets) {
-			d.add(DriftNetwork, "networks %v, the pool's %v", sorted(s.NetworkIDs), wantNets)
-		}
-		var wantFWs []int64
-		for _, fw := range set.refs.Firewalls {
-			wantFWs = append(wantFWs, fw.ID)
-		}
-		if !sameIDs(s.FirewallIDs, wantFWs) {
-			d.add(DriftFirewalls, "firewalls %v, the pool's %v", sorted(s.FirewallIDs), sorted(wantFWs))
-		}
-		var labels []string
-		for _, k := range slices.Sorted(maps.Keys(cfg.ServerLabels)) {
-			if got, ok := s.Labels[k]; !ok || got != cfg.ServerLabels[k] {
-				labels = append(labels, fmt.Sprintf("%s=%q (the pool's %q)", k, got, cfg.ServerLabels[k]))
-			}
-		}
-		if len(labels) > 0 {
-			d.add(DriftLabels, "labels %s", strings.Join(labels, ", "))
-		}
-		switch got := s.Labels[config.LabelUserDataHash]; {
-		case got == "":
-			d.UserDataUnknown = true
-		case set.cloudInit == nil:
-			// Sent as written: one hash for every server.
-			if staticHash == "" {
-				staticHash = UserDataHash(cfg.CloudInit.Reveal())
-			}
-			if staticHash != got {
-				d.add(DriftUserData, "user data differs from the pool's cloud-init")
-			}
-		case a != "":
-			userData, err := p.userData(set, s.Name, a)
-			if err == nil && UserDataHash(userData) != got {
-				d.add(DriftUserData, "user data differs from the pool's cloud-init as rendered for the server")
-			}
-		}
+		a := dc.arch(s.ServerType)
+		dc.image(&d, s, a)
+		dc.references(&d, s)
+		dc.labels(&d, s)
+		dc.userData(&d, s, a)
 		if d.Drifted() || d.UserDataUnknown {
 			out = append(out, d)
 		}
 	}
 	slices.SortFunc(out, func(a, b Drift) int { return int(a.ServerID - b.ServerID) })
-	return out, errors.Join(errs...)
+	return out, errors.Join(dc.errs...)
+}
+
+// driftCandidates returns the listed servers of the pool that are neither
+// being deleted nor in a create flow.
+func (p *Pool) driftCandidates(set *settings) []*servercache.Server {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	snap := p.viewLocked()
+	if snap == nil {
+		return nil
+	}
+	var servers []*servercache.Server
+	for _, s := range snap.Pool(p.cfg.Name) {
+		if !p.deletingLocked(s) && !p.creatingLocked(set, s, now) {
+			servers = append(servers, s)
+		}
+	}
+	return servers
+}
+
+// driftCheck compares servers with one snapshot of a pool's settings,
+// resolving each architecture's image and hashing a static cloud-init
+// once.
+type driftCheck struct {
+	p          *Pool
+	ctx        context.Context
+	set        *settings
+	cfg        *config.Pool
+	images     map[config.Arch]int64 // resolved now, per architecture; 0: unresolved
+	staticHash string                // of a cloudInit that is not a template, once known
+	errs       []error
+}
+
+// arch returns the architecture of a server type, "" if unknown.
+func (dc *driftCheck) arch(serverType string) config.Arch {
+	st, err := dc.p.deps.Types.Lookup(dc.ctx, serverType)
+	if err != nil || st == nil {
+		return ""
+	}
+	return st.Arch
+}
+
+// image compares the server's image with the pool's, as resolved now for
+// the server's architecture a.
+func (dc *driftCheck) image(d *Drift, s *servercache.Server, a config.Arch) {
+	if a == "" || s.ImageID == 0 {
+		return
+	}
+	want, ok := dc.images[a]
+	if !ok {
+		img, err := dc.p.deps.Images.ResolvePool(dc.ctx, dc.cfg, a)
+		if err != nil {
+			dc.errs = append(dc.errs, fmt.Errorf("pool %q: image for %s: %w", dc.p.cfg.Name, a, err))
+		} else {
+			want = img.ID
+		}
+		dc.images[a] = want
+	}
+	if want != 0 && want != s.ImageID {
+		d.add(DriftImage, "image %d, the pool's %s is now %d", s.ImageID, dc.cfg.Images.ForArch(a), want)
+	}
+}
+
+// references compares the server's placement group, networks and
+// firewalls with the pool's.
+func (dc *driftCheck) references(d *Drift, s *servercache.Server) {
+	refs := dc.set.refs
+	if want := idOf(refs.PlacementGroup); s.PlacementGroupID != want {
+		d.add(DriftPlacementGroup, "placement group %d, the pool's is %d (0: none)", s.PlacementGroupID, want)
+	}
+	var wantNets []int64
+	if refs.Network != nil {
+		wantNets = []int64{refs.Network.ID}
+	}
+	if !sameIDs(s.NetworkIDs, wantNets) {
+		d.add(DriftNetwork, "networks %v, the pool's %v", sorted(s.NetworkIDs), wantNets)
+	}
+	var wantFWs []int64
+	for _, fw := range refs.Firewalls {
+		wantFWs = append(wantFWs, fw.ID)
+	}
+	if !sameIDs(s.FirewallIDs, wantFWs) {
+		d.add(DriftFirewalls, "firewalls %v, the pool's %v", sorted(s.FirewallIDs), sorted(wantFWs))
+	}
+}
+
+// labels compares the server's labels with the pool's server labels.
+func (dc *driftCheck) labels(d *Drift, s *servercache.Server) {
+	var labels []string
+	for _, k := range slices.Sorted(maps.Keys(dc.cfg.ServerLabels)) {
+		if got, ok := s.Labels[k]; !ok || got != dc.cfg.ServerLabels[k] {
+			labels = append(labels, fmt.Sprintf("%s=%q (the pool's %q)", k, got, dc.cfg.ServerLabels[k]))
+		}
+	}
+	if len(labels) > 0 {
+		d.add(DriftLabels, "labels %s", strings.Join(labels, ", "))
+	}
+}
+
+// userData compares the hash of the user data the server was created
+// with, recorded in its label, with the pool's cloud-init as rendered for
+// the server; a server without the label has an unknown user data.
+func (dc *driftCheck) userData(d *Drift, s *servercache.Server, a config.Arch) {
+	switch got := s.Labels[config.LabelUserDataHash]; {
+	case got == "":
+		d.UserDataUnknown = true
+	case dc.set.cloudInit == nil:
+		// Sent as written: one hash for every server.
+		if dc.staticHash == "" {
+			dc.staticHash = UserDataHash(dc.cfg.CloudInit.Reveal())
+		}
+		if dc.staticHash != got {
+			d.add(DriftUserData, "user data differs from the pool's cloud-init")
+		}
+	case a != "":
+		userData, err := dc.p.userData(dc.set, s.Name, a)
+		if err == nil && UserDataHash(userData) != got {
+			d.add(DriftUserData, "user data differs from the pool's cloud-init as rendered for the server")
+		}
+	}
 }
 
 // creatingLocked reports a server in a create flow: one a claim of this
