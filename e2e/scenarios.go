@@ -97,11 +97,7 @@ func ScaleFromZero(t *testing.T, kind Provider) {
 // node_group_backoff_status metric), end with the pods on the second,
 // and leave no placeholder instance and no server behind.
 func FailOver(t *testing.T, kind Provider) {
-	cases := []struct {
-		name           string
-		placementGroup string
-		fault          func(w *world, first poolSpec)
-	}{
+	cases := []failOverFault{
 		{name: "sold out", fault: func(w *world, first poolSpec) { w.fake.SetUnavailable(first.serverType, first.location, true) }},
 		{name: "placement group full", placementGroup: "spread", fault: func(w *world, _ poolSpec) {
 			pg := w.placementGroupID("spread")
@@ -112,12 +108,7 @@ func FailOver(t *testing.T, kind Provider) {
 			}
 		}},
 	}
-	expanders := []struct {
-		name                  string
-		firstType, secondType string
-		secondServers         int // what the pods need on the second pool
-		opts                  []worldOption
-	}{
+	expanders := []failOverExpander{
 		// least-waste prefers the first pool: its type fits a pod of
 		// 1.5 cores with the least left over.
 		{name: "least-waste", firstType: "cx23", secondType: "cx33", secondServers: 2},
@@ -129,63 +120,87 @@ func FailOver(t *testing.T, kind Provider) {
 	}
 	for _, tc := range cases {
 		for _, ex := range expanders {
-			t.Run(tc.name+"/"+ex.name, func(t *testing.T) {
-				worker := map[string]string{"role": "worker"}
-				first := poolSpec{name: "first", serverType: ex.firstType, location: "fsn1", max: 5, labels: worker, placementGroup: tc.placementGroup}
-				w := newWorld(t, kind, []poolSpec{first,
-					{name: "second", serverType: ex.secondType, location: "nbg1", max: 5, labels: worker},
-				}, append([]worldOption{withBackoff}, ex.opts...)...)
-				tc.fault(w, first)
-				w.addPods(pods("web", 3, WithNodeSelector(worker))...)
-				w.loopUntil("pods bound on the second pool", 60*time.Second, func() bool {
-					return w.boundOn("web-", "second") == 3
-				}, func() {
-					w.atMost("first", 0)
-					w.atMost("second", ex.secondServers)
-				})
-				// The autoscaler holds the first pool backed off (5 min at
-				// the flag defaults), for the failure it was told of.
-				reasons, err := backoffReasons("first")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(reasons) == 0 {
-					t.Errorf("the first pool is not backed off: the autoscaler never tried it, or did not learn that it failed\n%s", w.describe())
-				}
-				if other, err := backoffReasons("second"); err != nil || len(other) != 0 {
-					t.Errorf("the second pool is backed off for %v (%v)", other, err)
-				}
-				// The loops from the first (failed) create sent to the
-				// first server created, in the second pool.
-				var firstCreate, firstServer time.Time
-				for _, r := range w.fake.Requests() {
-					if r.Template != "POST /servers" {
-						continue
-					}
-					if firstCreate.IsZero() {
-						firstCreate = r.Time
-					}
-					if firstServer.IsZero() && r.Status == http.StatusCreated {
-						firstServer = r.Time
-					}
-				}
-				if firstCreate.IsZero() || firstServer.IsZero() {
-					t.Fatalf("creates: first %v, first successful %v; want both", firstCreate, firstServer)
-				}
-				failOverLoops := w.loopAt(firstServer) - w.loopAt(firstCreate)
-				t.Logf("first pool backed off for %v; the second pool's first server created %d loop(s) after the first create; pods bound on it %v after the first create",
-					reasons, failOverLoops, time.Since(firstCreate).Round(100*time.Millisecond))
-				w.loopUntil("no placeholder left", 20*time.Second, func() bool {
-					return len(w.instances("first")) == 0 && w.target("first") == 0
-				}, nil)
-				if n, most := w.fake.Count("POST /servers"), 3+ex.secondServers; n > most {
-					t.Errorf("%d creates, want at most 3 failed and %d good", n, ex.secondServers)
-				}
-				w.noLeak()
-				w.record(fmt.Sprintf("fail-over/%s/%s backoff_reason=%s fail_over_loops=%d", tc.name, ex.name, strings.Join(reasons, ","), failOverLoops))
-			})
+			t.Run(tc.name+"/"+ex.name, func(t *testing.T) { failOver(t, kind, tc, ex) })
 		}
 	}
+}
+
+// failOverFault is what makes creates in FailOver's first pool fail.
+type failOverFault struct {
+	name           string
+	placementGroup string
+	fault          func(w *world, first poolSpec)
+}
+
+// failOverExpander is how FailOver's autoscaler comes to prefer the
+// first pool.
+type failOverExpander struct {
+	name                  string
+	firstType, secondType string
+	secondServers         int // what the pods need on the second pool
+	opts                  []worldOption
+}
+
+// failOver is one case of FailOver.
+func failOver(t *testing.T, kind Provider, tc failOverFault, ex failOverExpander) {
+	worker := map[string]string{"role": "worker"}
+	first := poolSpec{name: "first", serverType: ex.firstType, location: "fsn1", max: 5, labels: worker, placementGroup: tc.placementGroup}
+	w := newWorld(t, kind, []poolSpec{first,
+		{name: "second", serverType: ex.secondType, location: "nbg1", max: 5, labels: worker},
+	}, append([]worldOption{withBackoff}, ex.opts...)...)
+	tc.fault(w, first)
+	w.addPods(pods("web", 3, WithNodeSelector(worker))...)
+	w.loopUntil("pods bound on the second pool", 60*time.Second, func() bool {
+		return w.boundOn("web-", "second") == 3
+	}, func() {
+		w.atMost("first", 0)
+		w.atMost("second", ex.secondServers)
+	})
+	// The autoscaler holds the first pool backed off (5 min at the flag
+	// defaults), for the failure it was told of.
+	reasons, err := backoffReasons("first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reasons) == 0 {
+		t.Errorf("the first pool is not backed off: the autoscaler never tried it, or did not learn that it failed\n%s", w.describe())
+	}
+	if other, err := backoffReasons("second"); err != nil || len(other) != 0 {
+		t.Errorf("the second pool is backed off for %v (%v)", other, err)
+	}
+	failOverLoops, since := w.failOverLoops()
+	t.Logf("first pool backed off for %v; the second pool's first server created %d loop(s) after the first create; pods bound on it %v after the first create",
+		reasons, failOverLoops, since.Round(100*time.Millisecond))
+	w.loopUntil("no placeholder left", 20*time.Second, func() bool {
+		return len(w.instances("first")) == 0 && w.target("first") == 0
+	}, nil)
+	if n, most := w.fake.Count("POST /servers"), 3+ex.secondServers; n > most {
+		t.Errorf("%d creates, want at most 3 failed and %d good", n, ex.secondServers)
+	}
+	w.noLeak()
+	w.record(fmt.Sprintf("fail-over/%s/%s backoff_reason=%s fail_over_loops=%d", tc.name, ex.name, strings.Join(reasons, ","), failOverLoops))
+}
+
+// failOverLoops returns the loops from the first create (the failed one)
+// to the first create that succeeded, and the time since the first.
+func (w *world) failOverLoops() (int, time.Duration) {
+	w.t.Helper()
+	var firstCreate, firstServer time.Time
+	for _, r := range w.fake.Requests() {
+		if r.Template != "POST /servers" {
+			continue
+		}
+		if firstCreate.IsZero() {
+			firstCreate = r.Time
+		}
+		if firstServer.IsZero() && r.Status == http.StatusCreated {
+			firstServer = r.Time
+		}
+	}
+	if firstCreate.IsZero() || firstServer.IsZero() {
+		w.t.Fatalf("creates: first %v, first successful %v; want both", firstCreate, firstServer)
+	}
+	return w.loopAt(firstServer) - w.loopAt(firstCreate), time.Since(firstCreate)
 }
 
 // NeverRegisters: a server whose kubelet never joins is deleted after

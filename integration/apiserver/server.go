@@ -149,9 +149,27 @@ func start(dir string, logf func(string, ...any), o startOptions) (_ *Server, er
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	s.URL = "https://127.0.0.1:" + strconv.Itoa(ports[2])
 
-	etcd, err := startProcess(filepath.Join(dir, "etcd.log"), etcdBin,
+	if err := s.startEtcd(etcdBin, etcdURL, peerURL); err != nil {
+		return nil, err
+	}
+	kas, err := s.startAPIServer(kasBin, creds, etcdURL, ports[2])
+	if err != nil {
+		return nil, err
+	}
+
+	started := time.Now()
+	if err := s.waitReady(kas); err != nil {
+		return nil, err
+	}
+	logf("kube-apiserver ready at %s in %s (files in %s)", s.URL, time.Since(started).Round(time.Millisecond), dir)
+	return s, s.startExtras(o, logf)
+}
+
+// startEtcd starts etcd in s.Dir, serving clients at etcdURL.
+func (s *Server) startEtcd(bin, etcdURL, peerURL string) error {
+	etcd, err := startProcess(filepath.Join(s.Dir, "etcd.log"), bin,
 		"--name=integration",
-		"--data-dir="+filepath.Join(dir, "etcd"),
+		"--data-dir="+filepath.Join(s.Dir, "etcd"),
 		"--listen-client-urls="+etcdURL,
 		"--advertise-client-urls="+etcdURL,
 		"--listen-peer-urls="+peerURL,
@@ -160,26 +178,32 @@ func start(dir string, logf func(string, ...any), o startOptions) (_ *Server, er
 		"--unsafe-no-fsync",
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.procs = append(s.procs, etcd)
+	return nil
+}
 
-	tokens := filepath.Join(dir, "tokens.csv")
+// startAPIServer writes the static tokens and the audit policy into s.Dir
+// and starts kube-apiserver on port with RBAC, the tokens and a blocking
+// JSON audit log.
+func (s *Server) startAPIServer(bin string, creds *credentials, etcdURL string, port int) (*process, error) {
+	tokens := filepath.Join(s.Dir, "tokens.csv")
 	if err := os.WriteFile(tokens, []byte(fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", s.adminToken, adminUser, adminUser)), 0o600); err != nil {
 		return nil, err
 	}
-	policy := filepath.Join(dir, "audit-policy.yaml")
+	policy := filepath.Join(s.Dir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
 		return nil, err
 	}
-	kas, err := startProcess(filepath.Join(dir, "kube-apiserver.log"), kasBin,
+	kas, err := startProcess(filepath.Join(s.Dir, "kube-apiserver.log"), bin,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(ports[2]),
+		"--secure-port="+strconv.Itoa(port),
 		"--tls-cert-file="+creds.servingCert,
 		"--tls-private-key-file="+creds.servingKey,
-		"--cert-dir="+filepath.Join(dir, "certs"),
+		"--cert-dir="+filepath.Join(s.Dir, "certs"),
 		"--service-cluster-ip-range=10.96.0.0/24",
 		"--service-account-issuer="+s.URL,
 		"--service-account-key-file="+creds.serviceAccountPublic,
@@ -198,13 +222,7 @@ func start(dir string, logf func(string, ...any), o startOptions) (_ *Server, er
 		return nil, err
 	}
 	s.procs = append(s.procs, kas)
-
-	started := time.Now()
-	if err := s.waitReady(kas); err != nil {
-		return nil, err
-	}
-	logf("kube-apiserver ready at %s in %s (files in %s)", s.URL, time.Since(started).Round(time.Millisecond), dir)
-	return s, s.startExtras(o, logf)
+	return kas, nil
 }
 
 // waitReady polls /readyz until it answers ok, kas exits or startTimeout
