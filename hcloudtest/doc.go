@@ -31,9 +31,12 @@
 // field at once in details.fields. References that do not exist in a
 // create request (server type, image, location, SSH key, network,
 // firewall, placement group) are invalid_input, as the API answers for
-// images. HTTP statuses follow the codes ([StatusForCode]): 400
-// invalid_input, 404 not_found, 409 uniqueness_error, 412
-// resource_unavailable, 423 locked, 429 rate_limit_exceeded, and so on.
+// images. HTTP statuses follow the API reference's error table
+// ([StatusForCode]): 400 json_error, 403 resource_limit_exceeded, 404
+// not_found, 409 uniqueness_error, 412 resource_unavailable, 422
+// invalid_input, 423 locked, 429 rate_limit_exceeded, and so on; where
+// the reference gives no status (call-specific codes such as
+// server_not_stopped) the fake sends 422.
 //
 // # Time and actions
 //

@@ -14,48 +14,75 @@ const (
 	ErrorCodeUnavailable                      = "unavailable"
 )
 
-// codeStatus is the HTTP status the API pairs with each error code. Where
-// the public documentation is silent the value is the one observed in the
-// wild (412 for resource_unavailable) or the closest HTTP meaning.
+// codeStatus is the HTTP status the API pairs with each error code.
+//
+// The general codes follow the "Errors" table of the API reference
+// (docs.hetzner.cloud, reference/cloud): 400 json_error; 401
+// unauthorized; 403 forbidden, maintenance and resource_limit_exceeded;
+// 404 not_found; 405 method_not_allowed; 409 uniqueness_error and
+// conflict; 410 deprecated_api_endpoint; 412 resource_unavailable; 422
+// invalid_input, service_error and unsupported_error; 423 locked and
+// protected; 429 rate_limit_exceeded; 500 server_error; 503 unavailable;
+// 504 timeout. hcloud-go's own fixtures agree where they have one (422
+// service_error, 409 conflict, 503 for a body that is not JSON).
+//
+// The reference lists the call-specific codes (placement_error,
+// invalid_server_type, server_not_stopped, server_already_attached,
+// no_subnet_available, ip_not_available, the primary_ip_* codes,
+// placement_group_member_limit_reached) per endpoint without a status,
+// and hcloud-go has no fixture for them. The fake sends 422, the status
+// of the table's other codes for a request that is well-formed but
+// cannot be carried out, except placement_error: the API's "error during
+// placement" is a capacity answer, observed with 412 like
+// resource_unavailable. unknown_error and bad_gateway, which hcloud-go
+// knows but the table does not, get 500 and 502.
 var codeStatus = map[string]int{
-	"invalid_input":           http.StatusBadRequest,
 	"json_error":              http.StatusBadRequest,
-	"unsupported_error":       http.StatusBadRequest,
 	"unauthorized":            http.StatusUnauthorized,
 	"forbidden":               http.StatusForbidden,
+	"maintenance":             http.StatusForbidden,
 	"resource_limit_exceeded": http.StatusForbidden,
-	"protected":               http.StatusForbidden,
 	"not_found":               http.StatusNotFound,
 	"method_not_allowed":      http.StatusMethodNotAllowed,
-	"conflict":                http.StatusConflict,
 	"uniqueness_error":        http.StatusConflict,
+	"conflict":                http.StatusConflict,
 	"deprecated_api_endpoint": http.StatusGone,
 	"resource_unavailable":    http.StatusPreconditionFailed,
-	"placement_error":         http.StatusPreconditionFailed,
-	ErrorCodePlacementGroupMemberLimitReached: http.StatusPreconditionFailed,
-	"invalid_server_type":                     http.StatusPreconditionFailed,
-	"no_subnet_available":                     http.StatusPreconditionFailed,
-	"ip_not_available":                        http.StatusPreconditionFailed,
-	"server_already_attached":                 http.StatusPreconditionFailed,
-	"server_not_stopped":                      http.StatusPreconditionFailed,
-	"locked":                                  http.StatusLocked,
-	"rate_limit_exceeded":                     http.StatusTooManyRequests,
-	"server_error":                            http.StatusInternalServerError,
+	"invalid_input":           http.StatusUnprocessableEntity,
+	"service_error":           http.StatusUnprocessableEntity,
+	"unsupported_error":       http.StatusUnprocessableEntity,
+	"locked":                  http.StatusLocked,
+	"protected":               http.StatusLocked,
+	"rate_limit_exceeded":     http.StatusTooManyRequests,
+	"server_error":            http.StatusInternalServerError,
+	ErrorCodeUnavailable:      http.StatusServiceUnavailable,
+	"timeout":                 http.StatusGatewayTimeout,
+
+	"placement_error":                         http.StatusPreconditionFailed,
+	ErrorCodePlacementGroupMemberLimitReached: http.StatusUnprocessableEntity,
+	"invalid_server_type":                     http.StatusUnprocessableEntity,
+	"server_not_stopped":                      http.StatusUnprocessableEntity,
+	"server_already_attached":                 http.StatusUnprocessableEntity,
+	"no_subnet_available":                     http.StatusUnprocessableEntity,
+	"ip_not_available":                        http.StatusUnprocessableEntity,
+	"primary_ip_assigned":                     http.StatusUnprocessableEntity,
+	"primary_ip_already_assigned":             http.StatusUnprocessableEntity,
+	"primary_ip_version_mismatch":             http.StatusUnprocessableEntity,
+	"primary_ip_datacenter_mismatch":          http.StatusUnprocessableEntity,
+	"server_has_ipv4":                         http.StatusUnprocessableEntity,
+	"server_has_ipv6":                         http.StatusUnprocessableEntity,
 	"unknown_error":                           http.StatusInternalServerError,
 	"bad_gateway":                             http.StatusBadGateway,
-	"service_error":                           http.StatusServiceUnavailable,
-	"maintenance":                             http.StatusServiceUnavailable,
-	ErrorCodeUnavailable:                      http.StatusServiceUnavailable,
-	"timeout":                                 http.StatusGatewayTimeout,
 }
 
 // StatusForCode returns the HTTP status the fake sends with an API error
-// code; unknown codes get 400 Bad Request.
+// code; unknown codes get 422 Unprocessable Entity, the status of the
+// API's call-specific codes.
 func StatusForCode(code string) int {
 	if s, ok := codeStatus[code]; ok {
 		return s
 	}
-	return http.StatusBadRequest
+	return http.StatusUnprocessableEntity
 }
 
 // apiError is an error answer: the HTTP status and the body's

@@ -55,7 +55,7 @@ func TestRawErrors(t *testing.T) {
 		{"unknown path", "GET", "/volumes", "", 404, `{"error":{"code":"not_found","message":"route not found","details":{}}}`},
 		{"wrong method", "PATCH", "/servers", "", 405, `{"error":{"code":"method_not_allowed","message":"method PATCH not allowed","details":{}}}`},
 		{"bad JSON", "POST", "/servers", "{", 400, `{"error":{"code":"json_error","message":"invalid JSON in request body: unexpected end of JSON input","details":{}}}`},
-		{"bad id", "GET", "/servers/abc", "", 400, `{"error":{"code":"invalid_input","message":"invalid input in field 'id'","details":{"fields":[{"name":"id","messages":["must be a positive integer"]}]}}}`},
+		{"bad id", "GET", "/servers/abc", "", 422, `{"error":{"code":"invalid_input","message":"invalid input in field 'id'","details":{"fields":[{"name":"id","messages":["must be a positive integer"]}]}}}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

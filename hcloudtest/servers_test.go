@@ -314,17 +314,17 @@ func TestCreateServerErrors(t *testing.T) {
 		code   hcloud.ErrorCode
 		status int
 	}{
-		{"unknown server type", func(o *hcloud.ServerCreateOpts) { o.ServerType = &hcloud.ServerType{Name: "cx11"} }, hcloud.ErrorCodeInvalidInput, http.StatusBadRequest},
-		{"unknown image", func(o *hcloud.ServerCreateOpts) { o.Image = &hcloud.Image{Name: "windows"} }, hcloud.ErrorCodeInvalidInput, http.StatusBadRequest},
-		{"unknown location", func(o *hcloud.ServerCreateOpts) { o.Location = &hcloud.Location{Name: "mars1"} }, hcloud.ErrorCodeInvalidInput, http.StatusBadRequest},
+		{"unknown server type", func(o *hcloud.ServerCreateOpts) { o.ServerType = &hcloud.ServerType{Name: "cx11"} }, hcloud.ErrorCodeInvalidInput, http.StatusUnprocessableEntity},
+		{"unknown image", func(o *hcloud.ServerCreateOpts) { o.Image = &hcloud.Image{Name: "windows"} }, hcloud.ErrorCodeInvalidInput, http.StatusUnprocessableEntity},
+		{"unknown location", func(o *hcloud.ServerCreateOpts) { o.Location = &hcloud.Location{Name: "mars1"} }, hcloud.ErrorCodeInvalidInput, http.StatusUnprocessableEntity},
 		{"arm type outside the EU", func(o *hcloud.ServerCreateOpts) {
 			o.ServerType = &hcloud.ServerType{Name: "cax11"}
 			o.Location = &hcloud.Location{Name: "ash"}
-		}, hcloud.ErrorCodeInvalidInput, http.StatusBadRequest},
-		{"bad name", func(o *hcloud.ServerCreateOpts) { o.Name = "under_score" }, hcloud.ErrorCodeInvalidInput, http.StatusBadRequest},
-		{"bad label", func(o *hcloud.ServerCreateOpts) { o.Labels = map[string]string{"-x": "y"} }, hcloud.ErrorCodeInvalidInput, http.StatusBadRequest},
-		{"unknown ssh key", func(o *hcloud.ServerCreateOpts) { o.SSHKeys = []*hcloud.SSHKey{{ID: 1}} }, hcloud.ErrorCodeInvalidInput, http.StatusBadRequest},
-		{"unknown network", func(o *hcloud.ServerCreateOpts) { o.Networks = []*hcloud.Network{{ID: 1}} }, hcloud.ErrorCodeInvalidInput, http.StatusBadRequest},
+		}, hcloud.ErrorCodeInvalidInput, http.StatusUnprocessableEntity},
+		{"bad name", func(o *hcloud.ServerCreateOpts) { o.Name = "under_score" }, hcloud.ErrorCodeInvalidInput, http.StatusUnprocessableEntity},
+		{"bad label", func(o *hcloud.ServerCreateOpts) { o.Labels = map[string]string{"-x": "y"} }, hcloud.ErrorCodeInvalidInput, http.StatusUnprocessableEntity},
+		{"unknown ssh key", func(o *hcloud.ServerCreateOpts) { o.SSHKeys = []*hcloud.SSHKey{{ID: 1}} }, hcloud.ErrorCodeInvalidInput, http.StatusUnprocessableEntity},
+		{"unknown network", func(o *hcloud.ServerCreateOpts) { o.Networks = []*hcloud.Network{{ID: 1}} }, hcloud.ErrorCodeInvalidInput, http.StatusUnprocessableEntity},
 		{"taken name", func(o *hcloud.ServerCreateOpts) { o.Name = "taken" }, hcloud.ErrorCodeUniquenessError, http.StatusConflict},
 	}
 	for _, tt := range tests {
