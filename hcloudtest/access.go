@@ -52,8 +52,8 @@ func (st *state) serverInfo(srv *serverRec) ServerInfo {
 		SSHKeys:        slices.Clone(srv.sshKeys),
 		Firewalls:      slices.Clone(srv.firewalls),
 		PlacementGroup: srv.placementGroup,
-		PublicIPv4:     srv.ipv4,
-		PublicIPv6:     srv.ipv6,
+		PublicIPv4:     st.primaryIPAddress(srv.ipv4ID),
+		PublicIPv6:     st.primaryIPAddress(srv.ipv6ID),
 		Created:        srv.created,
 	}
 	for _, pn := range srv.privateNets {
@@ -185,8 +185,7 @@ func (st *state) insertServer(info ServerInfo, stype *schema.ServerType, loc *sc
 		}
 		srv.privateNets = append(srv.privateNets, pn)
 	}
-	srv.ipv4, srv.ipv6 = serverPublicIPs(srv.id)
-	srv.ipv4ID, srv.ipv6ID = st.nextID("primary_ip"), st.nextID("primary_ip")
+	st.createServerPrimaryIPs(srv, nil, srv.created)
 	st.servers[srv.id] = srv
 	st.serverNames[srv.name] = srv.id
 	return srv.id, nil

@@ -14,7 +14,16 @@
 // actions, whose commands are the API's: start_server, stop_server,
 // shutdown_server, reboot_server, reset_server, ...), actions (by ID and
 // listed by id filters), server types, locations, images, networks,
-// firewalls, SSH keys, placement groups and pricing. The catalogue models
+// firewalls, SSH keys, placement groups, Primary IPs and pricing.
+//
+// A server's public IPv4 and IPv6 are Primary IPs (GET, POST, PUT and
+// DELETE /primary_ips, actions assign and unassign, which need the server
+// off): created with the server with auto_delete set and deleted with it,
+// or existing ones named in public_net.ipv4/ipv6, which stay, unassigned
+// (assignee_type "unassigned"), when the server goes. A version that
+// public_net disables gets none, and the server renders it as null.
+//
+// The catalogue models
 // Hetzner's offer: locations fsn1, nbg1, hel1, ash, hil and sin; shared
 // x86 types cx23-cx53 and cpx11-cpx51 (cx only in the EU), dedicated
 // ccx13-ccx63, Arm cax11-cax41 (EU only); system images ubuntu-24.04,

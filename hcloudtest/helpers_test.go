@@ -3,6 +3,7 @@ package hcloudtest_test
 import (
 	"context"
 	"io"
+	"net/http"
 	"testing"
 	"time"
 
@@ -76,6 +77,31 @@ func readAll(t *testing.T, resp *hcloud.Response) string {
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// getRaw sends GET path with the server's token and returns the body; it
+// fails the test on any status but 200.
+func getRaw(t *testing.T, s *hcloudtest.Server, path string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+s.Token())
+	req.Close = true // no idle connection outlives the test
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: status %d: %s", path, resp.StatusCode, b)
 	}
 	return string(b)
 }

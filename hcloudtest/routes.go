@@ -39,6 +39,13 @@ func (s *Server) buildRoutes() []route {
 		{"GET /placement_groups", handleListPlacementGroups},
 		{"GET /placement_groups/{id}", handleGetPlacementGroup},
 		{"GET /pricing", handlePricing},
+		{"GET /primary_ips", handleListPrimaryIPs},
+		{"POST /primary_ips", handleCreatePrimaryIP},
+		{"GET /primary_ips/{id}", handleGetPrimaryIP},
+		{"PUT /primary_ips/{id}", handleUpdatePrimaryIP},
+		{"DELETE /primary_ips/{id}", handleDeletePrimaryIP},
+		{"POST /primary_ips/{id}/actions/assign", handleAssignPrimaryIP},
+		{"POST /primary_ips/{id}/actions/unassign", handleUnassignPrimaryIP},
 	}
 	routes := make([]route, 0, len(defs))
 	for _, d := range defs {

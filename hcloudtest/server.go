@@ -380,6 +380,10 @@ func readBody(hr *http.Request) ([]byte, error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {
+	if status == http.StatusNoContent {
+		w.WriteHeader(status)
+		return
+	}
 	data, err := json.Marshal(body)
 	if err != nil {
 		writeError(w, newError("server_error", "encoding response: %v", err))

@@ -47,8 +47,7 @@ type serverRec struct {
 	privateNets    []schema.ServerPrivateNet
 	firewalls      []int64
 	placementGroup int64
-	ipv4ID, ipv6ID int64
-	ipv4, ipv6     string
+	ipv4ID, ipv6ID int64 // the Primary IPs assigned to the server; 0: none
 	rescue         bool
 }
 
@@ -69,7 +68,36 @@ func validServerName(name string) string {
 	return ""
 }
 
-func (st *state) renderServer(srv *serverRec) schema.Server {
+// serverJSON is a server as the API renders it. schema.ServerPublicNet
+// holds IPv4 and IPv6 by value, which would render a server without one
+// as an empty object where the API sends null; the outer PublicNet
+// shadows it in the JSON.
+type serverJSON struct {
+	schema.Server
+	PublicNet serverPublicNetJSON `json:"public_net"`
+}
+
+type serverPublicNetJSON struct {
+	IPv4        *schema.ServerPublicNetIPv4 `json:"ipv4"`
+	IPv6        *schema.ServerPublicNetIPv6 `json:"ipv6"`
+	FloatingIPs []int64                     `json:"floating_ips"`
+	Firewalls   []schema.ServerFirewall     `json:"firewalls"`
+}
+
+func (st *state) renderServer(srv *serverRec) serverJSON {
+	out := serverJSON{Server: st.renderServerSchema(srv)}
+	pub := out.Server.PublicNet
+	out.PublicNet = serverPublicNetJSON{FloatingIPs: pub.FloatingIPs, Firewalls: pub.Firewalls}
+	if pub.IPv4.ID != 0 {
+		out.PublicNet.IPv4 = &pub.IPv4
+	}
+	if pub.IPv6.ID != 0 {
+		out.PublicNet.IPv6 = &pub.IPv6
+	}
+	return out
+}
+
+func (st *state) renderServerSchema(srv *serverRec) schema.Server {
 	stype := *st.serverTypeByID(srv.typeID)
 	loc := *st.locationByID(srv.locationID)
 	out := schema.Server{
@@ -101,11 +129,11 @@ func (st *state) renderServer(srv *serverRec) schema.Server {
 			out.IncludedTraffic = p.IncludedTraffic
 		}
 	}
-	if srv.ipv4 != "" {
-		out.PublicNet.IPv4 = schema.ServerPublicNetIPv4{ID: srv.ipv4ID, IP: srv.ipv4, DNSPtr: "static." + srv.ipv4 + ".clients.your-server.de"}
+	if p, ok := st.primaryIPs[srv.ipv4ID]; ok {
+		out.PublicNet.IPv4 = schema.ServerPublicNetIPv4{ID: p.id, IP: p.ip, DNSPtr: defaultDNSPtr(p.ip)}
 	}
-	if srv.ipv6 != "" {
-		out.PublicNet.IPv6 = schema.ServerPublicNetIPv6{ID: srv.ipv6ID, IP: srv.ipv6, DNSPtr: []schema.ServerPublicNetIPv6DNSPtr{}}
+	if p, ok := st.primaryIPs[srv.ipv6ID]; ok {
+		out.PublicNet.IPv6 = schema.ServerPublicNetIPv6{ID: p.id, IP: p.ip, DNSPtr: []schema.ServerPublicNetIPv6DNSPtr{}}
 	}
 	for _, fw := range srv.firewalls {
 		out.PublicNet.Firewalls = append(out.PublicNet.Firewalls, schema.ServerFirewall{ID: fw, Status: "applied"})
@@ -203,7 +231,7 @@ func handleCreateServer(s *Server, r *request) (response, *apiError) {
 		return response{}, err
 	}
 	create, next := s.st.startCreateActions(r, srv, req.StartAfterCreate == nil || *req.StartAfterCreate)
-	resp := schema.ServerCreateResponse{
+	resp := serverCreateResponse{
 		Server:      s.st.renderServer(srv),
 		Action:      create.schema(r.now),
 		NextActions: []schema.Action{},
@@ -216,6 +244,15 @@ func handleCreateServer(s *Server, r *request) (response, *apiError) {
 		resp.RootPassword = &pw
 	}
 	return response{status: http.StatusCreated, body: resp}, nil
+}
+
+// serverCreateResponse is schema.ServerCreateResponse with the server as
+// the API renders it.
+type serverCreateResponse struct {
+	Server       serverJSON      `json:"server"`
+	Action       schema.Action   `json:"action"`
+	NextActions  []schema.Action `json:"next_actions"`
+	RootPassword *string         `json:"root_password"`
 }
 
 // validateCreateServer reports every malformed field of a create request
@@ -241,7 +278,7 @@ func validateCreateServer(req *schema.ServerCreateRequest) (map[string]string, *
 			fe.add("labels", "%s", p)
 		}
 	}
-	if req.PublicNet != nil && !req.PublicNet.EnableIPv4 && !req.PublicNet.EnableIPv6 && len(req.Networks) == 0 {
+	if pub := req.PublicNet; pub != nil && !pub.EnableIPv4 && !pub.EnableIPv6 && pub.IPv4ID == 0 && pub.IPv6ID == 0 && len(req.Networks) == 0 {
 		fe.add("public_net", "a server without public IPs must be attached to a network")
 	}
 	return labels, fe.err()
@@ -268,6 +305,9 @@ func (st *state) resolveCreateServer(req *schema.ServerCreateRequest) (createRef
 	}
 	loc, err := st.createServerLocation(req, stype)
 	if err != nil {
+		return createRefs{}, err
+	}
+	if err := st.checkCreatePublicNet(req.PublicNet, loc); err != nil {
 		return createRefs{}, err
 	}
 	firewalls, err := st.checkCreateServerAttachments(req)
@@ -406,13 +446,7 @@ func (st *state) addCreatedServer(r *request, req *schema.ServerCreateRequest, r
 		}
 		srv.privateNets = append(srv.privateNets, pn)
 	}
-	v4, v6 := serverPublicIPs(srv.id)
-	if req.PublicNet == nil || req.PublicNet.EnableIPv4 {
-		srv.ipv4, srv.ipv4ID = v4, st.nextID("primary_ip")
-	}
-	if req.PublicNet == nil || req.PublicNet.EnableIPv6 {
-		srv.ipv6, srv.ipv6ID = v6, st.nextID("primary_ip")
-	}
+	st.createServerPrimaryIPs(srv, req.PublicNet, r.now)
 	st.servers[srv.id] = srv
 	st.serverNames[srv.name] = srv.id
 	return srv, nil
@@ -490,7 +524,7 @@ func handleGetServer(s *Server, r *request) (response, *apiError) {
 	if err != nil {
 		return response{}, err
 	}
-	return ok200(schema.ServerGetResponse{Server: s.st.renderServer(srv)}), nil
+	return ok200(map[string]any{"server": s.st.renderServer(srv)}), nil
 }
 
 var serverSorts = map[string]func(a, b *serverRec) int{
@@ -516,7 +550,7 @@ func handleListServers(s *Server, r *request) (response, *apiError) {
 	if err != nil {
 		return response{}, err
 	}
-	out := make([]schema.Server, len(page))
+	out := make([]serverJSON, len(page))
 	for i, srv := range page {
 		out[i] = s.st.renderServer(srv)
 	}
@@ -568,6 +602,7 @@ func (st *state) removeServer(id int64) {
 	if !ok {
 		return
 	}
+	st.releasePrimaryIPs(srv)
 	delete(st.servers, id)
 	if st.serverNames[srv.name] == id {
 		delete(st.serverNames, srv.name)
@@ -609,5 +644,5 @@ func handleUpdateServer(s *Server, r *request) (response, *apiError) {
 	if req.Labels != nil {
 		srv.labels = maps.Clone(*req.Labels)
 	}
-	return ok200(schema.ServerUpdateResponse{Server: s.st.renderServer(srv)}), nil
+	return ok200(map[string]any{"server": s.st.renderServer(srv)}), nil
 }

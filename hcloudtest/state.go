@@ -29,6 +29,7 @@ type state struct {
 	firewalls       map[int64]*schema.Firewall
 	sshKeys         map[int64]*schema.SSHKey
 	placementGroups map[int64]*schema.PlacementGroup
+	primaryIPs      map[int64]*primaryIPRec
 
 	faults  faults
 	limiter *rateLimiter
@@ -61,6 +62,7 @@ func newState(cfg *config, now time.Time) state {
 		firewalls:       map[int64]*schema.Firewall{},
 		sshKeys:         map[int64]*schema.SSHKey{},
 		placementGroups: map[int64]*schema.PlacementGroup{},
+		primaryIPs:      map[int64]*primaryIPRec{},
 		counts:          map[string]int{},
 		faults:          faults{unavailable: map[unavailability]bool{}},
 		limiter:         newRateLimiter(cfg.rateLimit, cfg.rateRefill, now),
