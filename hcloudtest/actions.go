@@ -158,12 +158,12 @@ var actionSorts = map[string]func(a, b *actionRec) int{
 	"finished": func(a, b *actionRec) int { return a.finished.Compare(b.finished) },
 }
 
-// handleListActions answers GET /actions. Since 2025-01-30 the API
-// requires at least one id filter; so does the fake.
+// handleListActions answers GET /actions. Listing without an id filter
+// was removed on 2025-01-30.
 func handleListActions(s *Server, r *request) (response, *apiError) {
 	ids := r.query["id"]
 	if len(ids) == 0 {
-		return response{}, invalidField("id", "at least one id is required")
+		return response{}, removedEndpoint(actionsListAnnouncement)
 	}
 	want := map[int64]bool{}
 	for _, v := range ids {

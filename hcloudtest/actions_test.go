@@ -3,6 +3,7 @@ package hcloudtest_test
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -66,9 +67,9 @@ func TestActionsGetAndList(t *testing.T) {
 	if len(running) != 3 {
 		t.Errorf("running actions = %d; want 3", len(running))
 	}
-	_, _, err = client.Action.List(ctx, hcloud.ActionListOpts{})
-	if !hcloud.IsError(err, hcloud.ErrorCodeInvalidInput) {
-		t.Errorf("List without id error = %v; want invalid_input", err)
+	_, resp, err := client.Action.List(ctx, hcloud.ActionListOpts{})
+	if !hcloud.IsError(err, hcloud.ErrorDeprecatedAPIEndpoint) || resp.StatusCode != http.StatusGone {
+		t.Errorf("List without id error = %v; want 410 deprecated_api_endpoint", err)
 	}
 }
 

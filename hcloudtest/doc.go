@@ -13,8 +13,13 @@
 // reboot, reset, attach_to_network, detach_from_network; a server's
 // actions, whose commands are the API's: start_server, stop_server,
 // shutdown_server, reboot_server, reset_server, ...), actions (by ID and
-// listed by id filters), server types, locations, images, networks,
-// firewalls, SSH keys, placement groups, Primary IPs and pricing.
+// listed by id filters; also per resource kind, GET /servers/actions and
+// /servers/actions/{id}, the same under /primary_ips), server types,
+// locations, images, networks, firewalls, SSH keys, placement groups,
+// Primary IPs and pricing. What the API has removed answers 410
+// deprecated_api_endpoint with the announcement in details: GET
+// /datacenters and /datacenters/{id} (since 2026-10-01) and GET /actions
+// without an id filter (since 2025-01-30).
 //
 // A server's public IPv4 and IPv6 are Primary IPs (GET, POST, PUT and
 // DELETE /primary_ips, actions assign and unassign, which need the server

@@ -9,6 +9,10 @@ func (s *Server) buildRoutes() []route {
 		pattern string
 		handle  handlerFunc
 	}{
+		// The literal /servers/actions routes come before /servers/{id},
+		// which would take "actions" for an ID.
+		{"GET /servers/actions", handleListResourceActions("server")},
+		{"GET /servers/actions/{id}", handleGetResourceAction("server")},
 		{"GET /servers", handleListServers},
 		{"POST /servers", handleCreateServer},
 		{"GET /servers/{id}", handleGetServer},
@@ -39,6 +43,10 @@ func (s *Server) buildRoutes() []route {
 		{"GET /placement_groups", handleListPlacementGroups},
 		{"GET /placement_groups/{id}", handleGetPlacementGroup},
 		{"GET /pricing", handlePricing},
+		{"GET /datacenters", handleDatacenters},
+		{"GET /datacenters/{id}", handleDatacenters},
+		{"GET /primary_ips/actions", handleListResourceActions("primary_ip")},
+		{"GET /primary_ips/actions/{id}", handleGetResourceAction("primary_ip")},
 		{"GET /primary_ips", handleListPrimaryIPs},
 		{"POST /primary_ips", handleCreatePrimaryIP},
 		{"GET /primary_ips/{id}", handleGetPrimaryIP},
