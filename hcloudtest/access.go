@@ -547,8 +547,10 @@ func (s *Server) SetServerTypeAvailable(serverType, location string, available b
 }
 
 // DeprecateServerType marks a server type deprecated in location: it is
-// announced at announced, and creates fail with invalid_server_type from
-// unavailableAfter on.
+// announced at announced, and from unavailableAfter on the location shows
+// available false and creates there fail with invalid_server_type. Once
+// the type is deprecated in every location, its top-level deprecated and
+// deprecation are set too.
 func (s *Server) DeprecateServerType(serverType, location string, announced, unavailableAfter time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -70,6 +70,7 @@ func compareDue(a, b *actionRec) int {
 // come. It runs at the start of every request and state accessor, so the
 // project is always observed as of the clock's current time.
 func (st *state) advance(now time.Time) {
+	st.now = now
 	n := 0
 	for n < len(st.running) && !st.running[n].due.After(now) {
 		a := st.running[n]

@@ -23,7 +23,7 @@ func handleGetServerType(s *Server, r *request) (response, *apiError) {
 	if t == nil {
 		return response{}, notFound("server type")
 	}
-	return ok200(schema.ServerTypeGetResponse{ServerType: cloneServerType(*t)}), nil
+	return ok200(schema.ServerTypeGetResponse{ServerType: serverTypeAsOf(*t, r.now)}), nil
 }
 
 var serverTypeSorts = map[string]func(a, b schema.ServerType) int{
@@ -36,7 +36,7 @@ func handleListServerTypes(s *Server, r *request) (response, *apiError) {
 	var list []schema.ServerType
 	for _, t := range s.st.serverTypes {
 		if name == "" || t.Name == name {
-			list = append(list, cloneServerType(t))
+			list = append(list, serverTypeAsOf(t, r.now))
 		}
 	}
 	if err := sortList(list, r.query["sort"], serverTypeSorts); err != nil {

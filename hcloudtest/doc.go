@@ -87,7 +87,9 @@
 // [Server.HoldRequest] keeps one request waiting, as a hung connection
 // does, until released.
 // [Server.SetServerTypeAvailable] and [Server.DeprecateServerType] change
-// the catalogue itself.
+// the catalogue itself; a deprecation plays out over time as in the API:
+// from its unavailable_after on the location shows available false, and
+// once every location of a type is deprecated so is the type's top level.
 //
 // # Rate limit
 //

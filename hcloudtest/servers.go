@@ -98,7 +98,7 @@ func (st *state) renderServer(srv *serverRec) serverJSON {
 }
 
 func (st *state) renderServerSchema(srv *serverRec) schema.Server {
-	stype := *st.serverTypeByID(srv.typeID)
+	stype := serverTypeAsOf(*st.serverTypeByID(srv.typeID), st.now)
 	loc := *st.locationByID(srv.locationID)
 	out := schema.Server{
 		ID:            srv.id,
@@ -344,7 +344,7 @@ func (st *state) createServerLocation(req *schema.ServerCreateRequest, stype *sc
 		}
 		return loc, nil
 	}
-	for _, l := range stype.Locations {
+	for _, l := range serverTypeAsOf(*stype, st.now).Locations {
 		if l.Available {
 			if loc := st.locationByName(l.Name); loc != nil {
 				return loc, nil

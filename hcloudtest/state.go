@@ -13,6 +13,7 @@ type state struct {
 	cfg *config
 
 	ids    map[string]int64 // last ID handed out per resource kind
+	now    time.Time        // the clock as of the last advance
 	reqSeq uint64
 
 	locations   []schema.Location
