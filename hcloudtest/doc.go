@@ -28,11 +28,14 @@
 // (assignee_type "unassigned"), when the server goes. A version that
 // public_net disables gets none, and the server renders it as null.
 //
-// The catalogue models
-// Hetzner's offer: locations fsn1, nbg1, hel1, ash, hil and sin; shared
-// x86 types cx23-cx53 and cpx11-cpx51 (cx only in the EU), dedicated
-// ccx13-ccx63, Arm cax11-cax41 (EU only); system images ubuntu-24.04,
-// ubuntu-22.04 and debian-12 for x86 and arm.
+// The catalogue is shaped like Hetzner's offer but illustrative, not a
+// copy of it: locations fsn1, nbg1, hel1, ash, hil and sin; shared x86
+// types cx23-cx53 and cpx11-cpx51 (cx only in the EU, cpx everywhere),
+// dedicated ccx13-ccx63, Arm cax11-cax41 (EU only); system images
+// ubuntu-24.04, ubuntu-22.04 and debian-12 for x86 and arm. No type is
+// deprecated until a test says so ([Server.DeprecateServerType]), and
+// prices are plausible, not Hetzner's: compare against what the fake
+// answers, not against a price list.
 //
 // Lists follow the API: page and per_page (default 25, at most 50),
 // meta.pagination, sort=field[:asc|:desc], name filters and label
@@ -114,6 +117,27 @@
 // servers left behind by another tool or a crash, or, a status at a time,
 // a power cycle, reset, rebuild or migration of a server
 // (SetServerStatus sets any status, with no action and no lock).
+//
+// # Fidelity
+//
+// The fake follows the API as of December 2026: the Hetzner Cloud API
+// reference (docs.hetzner.cloud) and hcloud-go v2.52.0, whose fixtures
+// decide where the reference is silent. Besides what is described above,
+// lists send the API's Link header (prev, next, last), a new server's
+// firewalls are pending until it is created, and GET /pricing still has
+// the deprecated floating_ip and traffic objects, priced, and Primary IP
+// prices per location only.
+//
+// Not modelled: volumes, floating IPs, load balancers, certificates,
+// DNS, ISOs, backups, rescue, rebuild, change_type and protection
+// (nothing is protected); reverse DNS beyond the default; traffic
+// accounting; unknown fields in a request body are ignored, the removed
+// datacenter of a create request included (the reference does not say
+// what the API answers to it); with [WithRateLimit](0, 0) responses carry
+// no RateLimit headers, which the API always sends. Where the reference
+// gives no status for a code, or does not say how the top-level
+// deprecation of a server type derives from its locations, the choice is
+// written where it is made ([StatusForCode], [Server.DeprecateServerType]).
 //
 // # Concurrency
 //

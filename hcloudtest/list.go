@@ -1,7 +1,10 @@
 package hcloudtest
 
 import (
+	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -119,4 +122,38 @@ func selectorQuery(r *request) (selector, *apiError) {
 		return nil, invalidField("label_selector", "%v", err)
 	}
 	return sel, nil
+}
+
+// setPaginationLink sets the Link header the API sends with a page of a
+// list: the previous, next and last pages as absolute URLs that keep the
+// request's other parameters.
+func setPaginationLink(h http.Header, endpoint string, query url.Values, out outcome) {
+	if out.err != nil || out.fault != nil {
+		return
+	}
+	body, ok := out.resp.body.(map[string]any)
+	if !ok {
+		return
+	}
+	m, ok := body["meta"].(meta)
+	if !ok {
+		return
+	}
+	var links []string
+	add := func(page *int, rel string) {
+		if page == nil {
+			return
+		}
+		q := maps.Clone(query)
+		if q == nil {
+			q = url.Values{}
+		}
+		q.Set("page", strconv.Itoa(*page))
+		q.Set("per_page", strconv.Itoa(m.Pagination.PerPage))
+		links = append(links, fmt.Sprintf("<%s?%s>; rel=%q", endpoint, q.Encode(), rel))
+	}
+	add(m.Pagination.PreviousPage, "prev")
+	add(m.Pagination.NextPage, "next")
+	add(m.Pagination.LastPage, "last")
+	h.Set("Link", strings.Join(links, ", "))
 }

@@ -276,6 +276,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
 		Time:     now,
 	})
 	s.st.counts[template]++
+	setPaginationLink(w.Header(), s.url+path, hr.URL.Query(), out)
 	out.write(w)
 }
 

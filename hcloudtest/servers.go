@@ -135,8 +135,13 @@ func (st *state) renderServerSchema(srv *serverRec) schema.Server {
 	if p, ok := st.primaryIPs[srv.ipv6ID]; ok {
 		out.PublicNet.IPv6 = schema.ServerPublicNetIPv6{ID: p.id, IP: p.ip, DNSPtr: []schema.ServerPublicNetIPv6DNSPtr{}}
 	}
+	// The API applies a new server's firewalls while it is created.
+	fwStatus := "applied"
+	if srv.status == statusInitializing {
+		fwStatus = "pending"
+	}
 	for _, fw := range srv.firewalls {
-		out.PublicNet.Firewalls = append(out.PublicNet.Firewalls, schema.ServerFirewall{ID: fw, Status: "applied"})
+		out.PublicNet.Firewalls = append(out.PublicNet.Firewalls, schema.ServerFirewall{ID: fw, Status: fwStatus})
 	}
 	for _, pn := range srv.privateNets {
 		pn.AliasIPs = slices.Clone(pn.AliasIPs)
