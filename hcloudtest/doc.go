@@ -23,7 +23,8 @@
 //
 // A server's public IPv4 and IPv6 are Primary IPs (GET, POST, PUT and
 // DELETE /primary_ips, actions assign and unassign, which need the server
-// off): created with the server with auto_delete set and deleted with it,
+// off; a delete needs the IP unassigned, as since 2026-05-01): created
+// with the server with auto_delete set and deleted with it,
 // or existing ones named in public_net.ipv4/ipv6, which stay, unassigned
 // (assignee_type "unassigned"), when the server goes. A version that
 // public_net disables gets none, and the server renders it as null.
@@ -51,9 +52,10 @@
 // images. HTTP statuses follow the API reference's error table
 // ([StatusForCode]): 400 json_error, 403 resource_limit_exceeded, 404
 // not_found, 409 uniqueness_error, 412 resource_unavailable, 422
-// invalid_input, 423 locked, 429 rate_limit_exceeded, and so on; where
-// the reference gives no status (call-specific codes such as
-// server_not_stopped) the fake sends 422.
+// invalid_input, 423 locked, 429 rate_limit_exceeded, and so on; the
+// call-specific codes follow the reference's per-operation tables (422
+// placement_error and server_not_stopped, 412
+// primary_ip_version_mismatch, ...).
 //
 // # Time and actions
 //
@@ -135,9 +137,10 @@
 // datacenter of a create request included (the reference does not say
 // what the API answers to it); with [WithRateLimit](0, 0) responses carry
 // no RateLimit headers, which the API always sends. Where the reference
-// gives no status for a code, or does not say how the top-level
-// deprecation of a server type derives from its locations, the choice is
-// written where it is made ([StatusForCode], [Server.DeprecateServerType]).
+// names no code (a full placement group), or does not say how the
+// top-level deprecation of a server type derives from its locations, the
+// choice is written where it is made ([StatusForCode],
+// [Server.DeprecateServerType]).
 //
 // # Concurrency
 //

@@ -24,18 +24,19 @@ const (
 // invalid_input, service_error and unsupported_error; 423 locked and
 // protected; 429 rate_limit_exceeded; 500 server_error; 503 unavailable;
 // 504 timeout. hcloud-go's own fixtures agree where they have one (422
-// service_error, 409 conflict, 503 for a body that is not JSON).
+// service_error, 409 conflict).
 //
-// The reference lists the call-specific codes (placement_error,
-// invalid_server_type, server_not_stopped, server_already_attached,
-// no_subnet_available, ip_not_available, the primary_ip_* codes,
-// placement_group_member_limit_reached) per endpoint without a status,
-// and hcloud-go has no fixture for them. The fake sends 422, the status
-// of the table's other codes for a request that is well-formed but
-// cannot be carried out, except placement_error: the API's "error during
-// placement" is a capacity answer, observed with 412 like
-// resource_unavailable. unknown_error and bad_gateway, which hcloud-go
-// knows but the table does not, get 500 and 502.
+// The call-specific codes follow the reference's "Operation specific
+// errors" tables: POST /servers answers 422 placement_error,
+// primary_ip_assigned and primary_ip_datacenter_mismatch but 412
+// primary_ip_version_mismatch; attach_to_network, change_type and the
+// Primary IP operations answer 422 for all of theirs (server_not_stopped,
+// server_already_attached, ip_not_available, no_subnet_available,
+// invalid_server_type, server_has_ipv4, must_be_unassigned, ...). The
+// reference names no code for a full placement group; the fake's
+// placement_group_member_limit_reached gets 422 like the other placement
+// errors. unknown_error and bad_gateway, which hcloud-go knows but the
+// reference does not, get 500 and 502.
 var codeStatus = map[string]int{
 	"json_error":              http.StatusBadRequest,
 	"unauthorized":            http.StatusUnauthorized,
@@ -58,7 +59,7 @@ var codeStatus = map[string]int{
 	ErrorCodeUnavailable:      http.StatusServiceUnavailable,
 	"timeout":                 http.StatusGatewayTimeout,
 
-	"placement_error":                         http.StatusPreconditionFailed,
+	"placement_error":                         http.StatusUnprocessableEntity,
 	ErrorCodePlacementGroupMemberLimitReached: http.StatusUnprocessableEntity,
 	"invalid_server_type":                     http.StatusUnprocessableEntity,
 	"server_not_stopped":                      http.StatusUnprocessableEntity,
@@ -67,7 +68,9 @@ var codeStatus = map[string]int{
 	"ip_not_available":                        http.StatusUnprocessableEntity,
 	"primary_ip_assigned":                     http.StatusUnprocessableEntity,
 	"primary_ip_already_assigned":             http.StatusUnprocessableEntity,
-	"primary_ip_version_mismatch":             http.StatusUnprocessableEntity,
+	"primary_ip_version_mismatch":             http.StatusPreconditionFailed,
+	"must_be_unassigned":                      http.StatusUnprocessableEntity,
+	"networks_overlap":                        http.StatusUnprocessableEntity,
 	"primary_ip_datacenter_mismatch":          http.StatusUnprocessableEntity,
 	"server_has_ipv4":                         http.StatusUnprocessableEntity,
 	"server_has_ipv6":                         http.StatusUnprocessableEntity,

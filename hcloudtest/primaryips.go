@@ -349,17 +349,16 @@ func handleUpdatePrimaryIP(s *Server, r *request) (response, *apiError) {
 	return ok200(schema.PrimaryIPUpdateResponse{PrimaryIP: s.st.renderPrimaryIP(p)}), nil
 }
 
-// handleDeletePrimaryIP answers DELETE /primary_ips/{id} with 204. An
-// assigned Primary IP is unassigned first, which needs its server off.
+// handleDeletePrimaryIP answers DELETE /primary_ips/{id} with 204. Since
+// 2026-05-01 an assigned Primary IP must be unassigned first.
 func handleDeletePrimaryIP(s *Server, r *request) (response, *apiError) {
 	p, err := s.primaryIPFromPath(r)
 	if err != nil {
 		return response{}, err
 	}
-	if err := s.st.checkUnassign(p); err != nil {
-		return response{}, err
+	if p.assignee != 0 {
+		return response{}, newError("must_be_unassigned", "primary ip %d is assigned to server %d", p.id, p.assignee)
 	}
-	s.st.unassignPrimaryIP(p)
 	delete(s.st.primaryIPs, p.id)
 	return response{status: http.StatusNoContent}, nil
 }

@@ -133,14 +133,49 @@ func TestPrimaryIPAssignUnassignDelete(t *testing.T) {
 	}
 	ip := &hcloud.PrimaryIP{ID: v4ID}
 	resp, err := client.PrimaryIP.Delete(ctx, ip)
+	if !hcloud.IsError(err, "must_be_unassigned") || resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("Delete of an assigned IP = %v, %v; want 422 must_be_unassigned", resp, err)
+	}
+	if _, _, err := client.PrimaryIP.Unassign(ctx, v4ID); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = client.PrimaryIP.Delete(ctx, ip)
 	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("Delete = %v, %v; want 204", resp, err)
 	}
 	if got, _, err := client.PrimaryIP.GetByID(ctx, v4ID); got != nil || err != nil {
 		t.Errorf("after Delete: GetByID = %+v, %v; want nil, nil", got, err)
 	}
-	srv, _, _ = client.Server.GetByID(ctx, res.Server.ID)
-	if srv.PublicNet.IPv4.ID != 0 {
-		t.Errorf("server IPv4 after the IP's delete = %+v; want none", srv.PublicNet.IPv4)
+}
+
+// TestPrimaryIPErrorStatuses checks the statuses of the reference's
+// operation tables for Primary IPs at server create.
+func TestPrimaryIPErrorStatuses(t *testing.T) {
+	_, client, _ := newFake(t)
+	ctx := t.Context()
+	v6, _, err := client.PrimaryIP.Create(ctx, hcloud.PrimaryIPCreateOpts{Name: "six", Type: hcloud.PrimaryIPTypeIPv6, Location: "fsn1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	far, _, err := client.PrimaryIP.Create(ctx, hcloud.PrimaryIPCreateOpts{Name: "far", Type: hcloud.PrimaryIPTypeIPv4, Location: "hel1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		pub    hcloud.ServerCreatePublicNet
+		code   hcloud.ErrorCode
+		status int
+	}{
+		{"IPv6 given as IPv4", hcloud.ServerCreatePublicNet{EnableIPv4: true, IPv4: v6.PrimaryIP}, hcloud.ErrorCodePrimaryIPVersionMismatch, http.StatusPreconditionFailed},
+		{"IP in another location", hcloud.ServerCreatePublicNet{EnableIPv4: true, IPv4: far.PrimaryIP}, hcloud.ErrorCodePrimaryIPDatacenterMismatch, http.StatusUnprocessableEntity},
+	}
+	for _, tt := range tests {
+		opts := basicCreateOpts("s", nil)
+		opts.PublicNet = &tt.pub
+		_, resp, err := client.Server.Create(ctx, opts)
+		if !hcloud.IsError(err, tt.code) || resp == nil || resp.StatusCode != tt.status {
+			t.Errorf("%s: Create = %v, %v; want %d %s", tt.name, resp, err, tt.status, tt.code)
+		}
 	}
 }
