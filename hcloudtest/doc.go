@@ -103,7 +103,8 @@
 // RateLimit-Remaining and RateLimit-Reset on every response and answers
 // 429 rate_limit_exceeded when empty. It is on by default, so a test that
 // polls thousands of times without advancing its clock runs dry as a real
-// client would; [WithRateLimit](0, 0) turns it off, and
+// client would; [WithRateLimit](0, 0) turns it off (the headers then show
+// a full bucket of 3600, since the API always sends them), and
 // [Server.SetRateLimitRemaining] drains or fills the bucket.
 //
 // # Observability
@@ -135,8 +136,7 @@
 // (nothing is protected); reverse DNS beyond the default; traffic
 // accounting; unknown fields in a request body are ignored, the removed
 // datacenter of a create request included (the reference does not say
-// what the API answers to it); with [WithRateLimit](0, 0) responses carry
-// no RateLimit headers, which the API always sends. Where the reference
+// what the API answers to it). Where the reference
 // names no code (a full placement group), or does not say how the
 // top-level deprecation of a server type derives from its locations, the
 // choice is written where it is made ([StatusForCode],

@@ -31,9 +31,14 @@ func (l *rateLimiter) refillTo(now time.Time) {
 }
 
 // take spends one request if the bucket has one and sets the RateLimit
-// headers in both cases.
+// headers in both cases. Turned off, the limiter still sends the headers,
+// as the API always does, for a bucket of [DefaultRateLimit] that never
+// empties.
 func (l *rateLimiter) take(now time.Time, h http.Header) bool {
 	if !l.enabled() {
+		h.Set("RateLimit-Limit", strconv.Itoa(DefaultRateLimit))
+		h.Set("RateLimit-Remaining", strconv.Itoa(DefaultRateLimit))
+		h.Set("RateLimit-Reset", strconv.FormatInt(now.Unix(), 10))
 		return true
 	}
 	l.refillTo(now)

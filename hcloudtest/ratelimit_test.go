@@ -84,8 +84,10 @@ func TestRateLimitDisabled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h := resp.Header.Get("RateLimit-Limit"); h != "" {
-			t.Errorf("RateLimit-Limit = %q; want none when disabled", h)
+		// The API always sends the headers; turned off, the bucket is
+		// full and stays so.
+		if l, r := resp.Header.Get("RateLimit-Limit"), resp.Header.Get("RateLimit-Remaining"); l != "3600" || r != "3600" {
+			t.Errorf("RateLimit-Limit, -Remaining = %q, %q; want a full bucket of 3600 when disabled", l, r)
 		}
 	}
 	s.SetRateLimit(2, time.Second)
