@@ -159,6 +159,19 @@ var actionSorts = map[string]func(a, b *actionRec) int{
 	"finished": func(a, b *actionRec) int { return a.finished.Compare(b.finished) },
 }
 
+// idFilter parses the id parameters of an action list.
+func idFilter(r *request) (map[int64]bool, *apiError) {
+	want := map[int64]bool{}
+	for _, v := range r.query["id"] {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, invalidField("id", "%q is not an integer", v)
+		}
+		want[id] = true
+	}
+	return want, nil
+}
+
 // handleListActions answers GET /actions. Listing without an id filter
 // was removed on 2025-01-30.
 func handleListActions(s *Server, r *request) (response, *apiError) {
@@ -166,13 +179,9 @@ func handleListActions(s *Server, r *request) (response, *apiError) {
 	if len(ids) == 0 {
 		return response{}, removedEndpoint(actionsListAnnouncement)
 	}
-	want := map[int64]bool{}
-	for _, v := range ids {
-		id, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return response{}, invalidField("id", "%q is not an integer", v)
-		}
-		want[id] = true
+	want, err := idFilter(r)
+	if err != nil {
+		return response{}, err
 	}
 	statuses := r.query["status"]
 	var list []*actionRec

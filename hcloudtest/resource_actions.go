@@ -2,7 +2,6 @@ package hcloudtest
 
 import (
 	"slices"
-	"strconv"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud/schema"
 )
@@ -20,13 +19,9 @@ func concerns(a *actionRec, kind string) bool {
 // and status; unlike GET /actions it lists without an id filter.
 func handleListResourceActions(kind string) handlerFunc {
 	return func(s *Server, r *request) (response, *apiError) {
-		want := map[int64]bool{}
-		for _, v := range r.query["id"] {
-			id, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return response{}, invalidField("id", "%q is not an integer", v)
-			}
-			want[id] = true
+		want, err := idFilter(r)
+		if err != nil {
+			return response{}, err
 		}
 		statuses := r.query["status"]
 		var list []*actionRec
