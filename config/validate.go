@@ -145,8 +145,12 @@ func (p *problems) validatePool(path string, c *Config, pool *Pool) {
 	if pool.PlacementGroup != "" {
 		p.add(path+".placementGroup", checkReference(pool.PlacementGroup))
 	}
-	if !pool.PublicIPv4 && !pool.PublicIPv6 && pool.Network == "" {
-		p.addf(path, "no public IPv4, no public IPv6 and no network: servers would be unreachable")
+	switch {
+	case pool.PublicIPv4 || pool.PublicIPv6:
+	case pool.Network == "":
+		p.addf(path, "pool %q has no public IPv4, no public IPv6 and no network: its servers would be unreachable", pool.Name)
+	case pool.SubnetIPRange.IsValid():
+		p.addf(path+".subnetIPRange", "pool %q has no public IP: a server without one joins its network when it is created, where no subnet can be chosen", pool.Name)
 	}
 	if pool.MaxPods != 0 && (pool.MaxPods < MinMaxPods || pool.MaxPods > MaxMaxPods) {
 		p.addf(path+".maxPods", "%d is out of range %d..%d", pool.MaxPods, MinMaxPods, MaxMaxPods)
