@@ -14,7 +14,8 @@
 // actions, whose commands are the API's: start_server, stop_server,
 // shutdown_server, reboot_server, reset_server, ...), actions (by ID and
 // listed by id filters), server types, locations, images, networks,
-// firewalls, SSH keys, placement groups and pricing. The catalogue models
+// firewalls, SSH keys, placement groups (also created and deleted) and
+// pricing. The catalogue models
 // Hetzner's offer: locations fsn1, nbg1, hel1, ash, hil and sin; shared
 // x86 types cx23-cx53 and cpx11-cpx51 (cx only in the EU), dedicated
 // ccx13-ccx63, Arm cax11-cax41 (EU only); system images ubuntu-24.04,
@@ -25,7 +26,10 @@
 // selectors (k, !k, k=v, k==v, k!=v, k in (a,b), k notin (a,b); a comma
 // means and). Server names are unique per project (uniqueness_error),
 // placement groups hold at most 10 servers
-// (placement_group_member_limit_reached), and [WithServerLimit] caps the
+// (placement_group_member_limit_reached), a project at most
+// [MaxPlacementGroups] of them (resource_limit_exceeded), a group with
+// servers cannot be deleted ([ErrorCodeResourceInUse]), and
+// [WithServerLimit] caps the
 // project (resource_limit_exceeded). Errors have the API's body
 // {"error":{"code","message","details"}}; invalid_input lists every bad
 // field at once in details.fields. References that do not exist in a

@@ -38,6 +38,8 @@ func (s *Server) buildRoutes() []route {
 		{"GET /ssh_keys/{id}", handleGetSSHKey},
 		{"GET /placement_groups", handleListPlacementGroups},
 		{"GET /placement_groups/{id}", handleGetPlacementGroup},
+		{"POST /placement_groups", handleCreatePlacementGroup},
+		{"DELETE /placement_groups/{id}", handleDeletePlacementGroup},
 		{"GET /pricing", handlePricing},
 	}
 	routes := make([]route, 0, len(defs))
