@@ -58,11 +58,13 @@ type NodeConfig struct {
 	PlacementGroup    string
 	// PublicIPv4 and PublicIPv6 override HCLOUD_PUBLIC_IPV4/6 for the
 	// pool; nil: key absent.
-	PublicIPv4  *bool
-	PublicIPv6  *bool
-	MaxPods     int // 0: unset
-	Reserved    Reserved
-	Autoscaling *Autoscaling // nil: key absent
+	PublicIPv4 *bool
+	PublicIPv6 *bool
+	// SpreadGroups: the spreadGroups key; false when absent.
+	SpreadGroups bool
+	MaxPods      int // 0: unset
+	Reserved     Reserved
+	Autoscaling  *Autoscaling // nil: key absent
 	// Replace is the pool's replace object with the defaults filled in
 	// (the pool's Pool.Replace); nil: key absent.
 	Replace *Replace
@@ -190,11 +192,17 @@ func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 		"placementGroup": p.placementGroup(&nc.PlacementGroup),
 		"publicIPv4":     p.optionalBool(&nc.PublicIPv4),
 		"publicIPv6":     p.optionalBool(&nc.PublicIPv6),
-		"maxPods":        p.maxPods(&nc.MaxPods),
-		"reserved":       func(path string, raw json.RawMessage) { nc.Reserved = p.reserved(path, raw) },
-		"autoscaling":    func(path string, raw json.RawMessage) { nc.Autoscaling = p.autoscaling(path, raw) },
-		"replace":        func(path string, raw json.RawMessage) { nc.Replace = p.replace(path, raw) },
+		"spreadGroups": func(path string, raw json.RawMessage) {
+			nc.SpreadGroups, _ = p.boolean(path, raw)
+		},
+		"maxPods":     p.maxPods(&nc.MaxPods),
+		"reserved":    func(path string, raw json.RawMessage) { nc.Reserved = p.reserved(path, raw) },
+		"autoscaling": func(path string, raw json.RawMessage) { nc.Autoscaling = p.autoscaling(path, raw) },
+		"replace":     func(path string, raw json.RawMessage) { nc.Replace = p.replace(path, raw) },
 	})
+	if nc.SpreadGroups && nc.PlacementGroup != "" {
+		p.addf(path+".spreadGroups", "true together with placementGroup %q: a pool's servers go either into the one group it names or into groups hcloudscale creates for it", nc.PlacementGroup)
+	}
 	if nc.MinSize != nil && nc.MaxSize != nil && *nc.MinSize > *nc.MaxSize {
 		p.addf(path+".minSize", "%d is greater than maxSize %d", *nc.MinSize, *nc.MaxSize)
 	}

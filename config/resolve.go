@@ -150,6 +150,7 @@ func (p *problems) applyNodeConfig(pool *Pool, cfg *Config, cc *ClusterConfig, n
 	pool.Taints = slices.Clone(nc.Taints)
 	pool.Firewalls = appendUnique(pool.Firewalls, nc.Firewalls...)
 	pool.PlacementGroup = nc.PlacementGroup
+	pool.SpreadGroups = nc.SpreadGroups
 	if nc.PublicIPv4 != nil {
 		pool.PublicIPv4 = *nc.PublicIPv4
 	}
