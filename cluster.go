@@ -232,6 +232,8 @@ func (c *Cluster) poolDeps(pc *config.Pool, refs *references) pool.Deps {
 		Types:   c.types,
 		Images:  c.images,
 		SSHKeys: refs.sshKeys,
+
+		PlacementGroups: &c.client.PlacementGroup,
 	}
 	if pc.Network != "" {
 		deps.Network = refs.network
@@ -537,6 +539,7 @@ func (c *Cluster) resume() {
 	}
 	for _, p := range c.pools.Load().list {
 		p.Resume()
+		p.SweepSpreadGroups()
 	}
 }
 

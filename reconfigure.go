@@ -236,8 +236,9 @@ func (c *Cluster) dropEmptyRemoved(ctx context.Context) {
 	var gone []*pool.Pool
 	for _, p := range set.list {
 		// A removed pool refuses claims and, empty, has no server to
-		// resume: once empty it stays empty.
-		if p.Removed() && p.Empty() {
+		// resume: once empty it stays empty. It stays until its empty
+		// spread groups are deleted, which nothing would do after.
+		if p.Removed() && p.Empty() && len(p.SpreadGroups()) == 0 {
 			gone = append(gone, p)
 			continue
 		}

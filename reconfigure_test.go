@@ -231,3 +231,41 @@ func TestReconfigureAfterCloseAddsNothing(t *testing.T) {
 		t.Errorf("Reconfigure after Close = %v, pool extra %v; want an error and no pool", err, c.Pool("extra"))
 	}
 }
+
+// TestReconfigurePublicIPsOfAPool turns a pool's public IPs off in the
+// cluster config of a running Cluster: servers created after the change
+// have none and are on the network, those before keep theirs.
+func TestReconfigurePublicIPsOfAPool(t *testing.T) {
+	p := newProject(t, fastActions())
+	ctx := context.Background()
+	// A server without public IPs joins the network in its create
+	// request, which cannot choose a subnet: no default range.
+	cc := healthyClusterConfig()
+	delete(cc, "defaultSubnetIPRange")
+	c := newCluster(t, p.load(t, cc, nil, healthyNodes), hcloudscale.WithListTTL(time.Millisecond))
+	if err := c.Pool("workers").IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, c, p)
+
+	workers := cc["nodeConfigs"].(map[string]any)["workers"].(map[string]any)
+	workers["publicIPv4"], workers["publicIPv6"] = false, false
+	if err := c.Reconfigure(ctx, p.load(t, cc, nil, healthyNodes)); err != nil {
+		t.Fatalf("Reconfigure: %v", err)
+	}
+	if err := c.Pool("workers").IncreaseSize(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, c, p)
+	type addrs struct {
+		Public  bool
+		Private int
+	}
+	var got []addrs
+	for _, s := range poolServers(t, p.api, "workers") {
+		got = append(got, addrs{s.PublicIPv4 != "" && s.PublicIPv6 != "", len(s.Networks)})
+	}
+	if diff := cmp.Diff([]addrs{{true, 1}, {false, 1}}, got); diff != "" {
+		t.Errorf("servers of workers (-want +got):\n%s", diff)
+	}
+}

@@ -56,9 +56,15 @@ type NodeConfig struct {
 	SubnetIPRange     netip.Prefix
 	Firewalls         []string
 	PlacementGroup    string
-	MaxPods           int // 0: unset
-	Reserved          Reserved
-	Autoscaling       *Autoscaling // nil: key absent
+	// PublicIPv4 and PublicIPv6 override HCLOUD_PUBLIC_IPV4/6 for the
+	// pool; nil: key absent.
+	PublicIPv4 *bool
+	PublicIPv6 *bool
+	// SpreadGroups: the spreadGroups key; false when absent.
+	SpreadGroups bool
+	MaxPods      int // 0: unset
+	Reserved     Reserved
+	Autoscaling  *Autoscaling // nil: key absent
 	// Replace is the pool's replace object with the defaults filled in
 	// (the pool's Pool.Replace); nil: key absent.
 	Replace *Replace
@@ -123,11 +129,7 @@ func (p *problems) clusterConfig(data []byte) (*ClusterConfig, error) {
 				cc.ClusterName = s
 			}
 		},
-		"cloudInitTemplate": func(path string, raw json.RawMessage) {
-			if b, ok := p.boolean(path, raw); ok {
-				cc.CloudInitTemplate = &b
-			}
-		},
+		"cloudInitTemplate": p.optionalBool(&cc.CloudInitTemplate),
 		"replace": func(path string, raw json.RawMessage) {
 			cc.Replace = p.clusterReplace(path, raw)
 		},
@@ -169,16 +171,12 @@ func (cc *ClusterConfig) isTemplate(nc *NodeConfig) bool {
 func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 	nc := &NodeConfig{}
 	p.fields(path, raw, map[string]func(string, json.RawMessage){
-		"minSize":    p.size(&nc.MinSize),
-		"maxSize":    p.size(&nc.MaxSize),
-		"serverType": p.offering(&nc.ServerType),
-		"location":   p.offering(&nc.Location),
-		"cloudInit":  p.cloudInit(&nc.CloudInit),
-		"cloudInitTemplate": func(path string, raw json.RawMessage) {
-			if b, ok := p.boolean(path, raw); ok {
-				nc.CloudInitTemplate = &b
-			}
-		},
+		"minSize":           p.size(&nc.MinSize),
+		"maxSize":           p.size(&nc.MaxSize),
+		"serverType":        p.offering(&nc.ServerType),
+		"location":          p.offering(&nc.Location),
+		"cloudInit":         p.cloudInit(&nc.CloudInit),
+		"cloudInitTemplate": p.optionalBool(&nc.CloudInitTemplate),
 		"labels": func(path string, raw json.RawMessage) {
 			nc.Labels = p.stringMap(path, raw)
 			p.checkKubeLabels(path, nc.Labels)
@@ -192,15 +190,32 @@ func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 		"subnetIPRange":  func(path string, raw json.RawMessage) { nc.SubnetIPRange = p.prefix(path, raw) },
 		"firewalls":      func(path string, raw json.RawMessage) { nc.Firewalls = p.firewalls(path, raw) },
 		"placementGroup": p.placementGroup(&nc.PlacementGroup),
-		"maxPods":        p.maxPods(&nc.MaxPods),
-		"reserved":       func(path string, raw json.RawMessage) { nc.Reserved = p.reserved(path, raw) },
-		"autoscaling":    func(path string, raw json.RawMessage) { nc.Autoscaling = p.autoscaling(path, raw) },
-		"replace":        func(path string, raw json.RawMessage) { nc.Replace = p.replace(path, raw) },
+		"publicIPv4":     p.optionalBool(&nc.PublicIPv4),
+		"publicIPv6":     p.optionalBool(&nc.PublicIPv6),
+		"spreadGroups": func(path string, raw json.RawMessage) {
+			nc.SpreadGroups, _ = p.boolean(path, raw)
+		},
+		"maxPods":     p.maxPods(&nc.MaxPods),
+		"reserved":    func(path string, raw json.RawMessage) { nc.Reserved = p.reserved(path, raw) },
+		"autoscaling": func(path string, raw json.RawMessage) { nc.Autoscaling = p.autoscaling(path, raw) },
+		"replace":     func(path string, raw json.RawMessage) { nc.Replace = p.replace(path, raw) },
 	})
+	if nc.SpreadGroups && nc.PlacementGroup != "" {
+		p.addf(path+".spreadGroups", "true together with placementGroup %q: a pool's servers go either into the one group it names or into groups hcloudscale creates for it", nc.PlacementGroup)
+	}
 	if nc.MinSize != nil && nc.MaxSize != nil && *nc.MinSize > *nc.MaxSize {
 		p.addf(path+".minSize", "%d is greater than maxSize %d", *nc.MinSize, *nc.MaxSize)
 	}
 	return nc
+}
+
+// optionalBool decodes a boolean into a new *bool at dst.
+func (p *problems) optionalBool(dst **bool) func(string, json.RawMessage) {
+	return func(path string, raw json.RawMessage) {
+		if b, ok := p.boolean(path, raw); ok {
+			*dst = &b
+		}
+	}
 }
 
 // size decodes a pool size, not negative, into dst.

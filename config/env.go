@@ -156,9 +156,6 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 	cfg.SSHKeys = p.list(EnvSSHKey, env.get(EnvSSHKey))
 	cfg.PublicIPv4 = p.boolVar(env, EnvPublicIPv4, DefaultPublicIPv4)
 	cfg.PublicIPv6 = p.boolVar(env, EnvPublicIPv6, DefaultPublicIPv6)
-	if !cfg.PublicIPv4 && !cfg.PublicIPv6 && cfg.Network == "" {
-		p.addf(EnvPublicIPv4+", "+EnvPublicIPv6, "both false and %s is unset: servers would have no network at all", EnvNetwork)
-	}
 	if v := env.get(EnvServerCreationTimeout); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n == 0 {
 			// Upstream's meaning of 0; a negative value stays an error.
@@ -186,6 +183,7 @@ func Load(env Env, nodeSpecs []string) (*Config, error) {
 		p.clusterWide(cfg, cc, envClusterName)
 	}
 	cfg.Pools = p.pools(cfg, cc, legacyCloudInit, specs, origins)
+	p.reachable(cfg, cc)
 	jsonMode := cfg.Source == SourceClusterConfig || cfg.Source == SourceClusterConfigFile
 	if len(nodeSpecs) == 0 && len(cfg.Pools) == 0 && (!jsonMode || cc != nil && !cc.declaresPools()) {
 		p.addf("--nodes", "no pools: give at least one --nodes=%s, or declare pools in the cluster config (nodeConfigs.<pool> with serverType, location and maxSize)", NodeSpecFormat)

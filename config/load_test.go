@@ -52,6 +52,14 @@ func TestLoadErrors(t *testing.T) {
 		{name: "public IPv4 not a boolean", env: map[string]string{EnvPublicIPv4: "yes"}, want: []problem{{EnvPublicIPv4, `"yes" is not a boolean`}}},
 		{name: "public IPv6 not a boolean", env: map[string]string{EnvPublicIPv6: "enabled"}, want: []problem{{EnvPublicIPv6, `"enabled" is not a boolean`}}},
 		{name: "no public address and no network", env: map[string]string{EnvPublicIPv4: "false", EnvPublicIPv6: "0"}, want: []problem{{EnvPublicIPv4 + ", " + EnvPublicIPv6, "no network at all"}}},
+		{name: "pool without public addresses and no network", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"publicIPv4": false, "publicIPv6": false}}}`)}, want: []problem{{"nodeConfigs.pool1", `pool "pool1" has no public IPv4 and no public IPv6`}}},
+		{name: "pool turns off the one address the environment left", env: map[string]string{EnvPublicIPv4: "false", EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"publicIPv6": false}}}`)}, want: []problem{{"nodeConfigs.pool1", "its servers would have no network at all"}}},
+		{name: "environment off names every pool that inherits it", env: map[string]string{EnvPublicIPv4: "false", EnvPublicIPv6: "false", EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {}, "pool2": {}, "pool3": {"publicIPv6": true}}}`)}, specs: []string{"1:3:cx22:fsn1:pool1", "0:3:cx22:fsn1:pool2", "0:3:cx22:fsn1:pool3"}, want: []problem{{EnvPublicIPv4 + ", " + EnvPublicIPv6, `servers would have no network at all (pool "pool1", "pool2")`}}},
+		{name: "pool without public addresses with a subnet range", env: map[string]string{EnvNetwork: "k8s", EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"publicIPv4": false, "publicIPv6": false, "subnetIPRange": "10.0.1.0/24"}}}`)}, want: []problem{{"nodeConfigs.pool1.subnetIPRange", `pool "pool1" has no public IP`}}},
+		{name: "pool without public addresses under a default subnet range", env: map[string]string{EnvNetwork: "k8s", EnvClusterConfig: b64(`{"defaultSubnetIPRange": "10.0.0.0/16", "nodeConfigs": {"pool1": {"publicIPv4": false, "publicIPv6": false}}}`)}, want: []problem{{"defaultSubnetIPRange", `pool "pool1" has no public IP`}}},
+		{name: "spread groups and a fixed placement group", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"spreadGroups": true, "placementGroup": "pg"}}}`)}, want: []problem{{"nodeConfigs.pool1.spreadGroups", `true together with placementGroup "pg"`}}},
+		{name: "spread groups not a boolean", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"spreadGroups": 1}}}`)}, want: []problem{{"nodeConfigs.pool1.spreadGroups", "want true or false, got a number"}}},
+		{name: "public IPv4 of a pool not a boolean", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"publicIPv4": "no", "publicIPv6": 0}}}`)}, want: []problem{{"nodeConfigs.pool1.publicIPv4", "want true or false, got a string"}, {"nodeConfigs.pool1.publicIPv6", "want true or false, got a number"}}},
 		{name: "timeout negative minutes", env: map[string]string{EnvServerCreationTimeout: "-3"}, want: []problem{{EnvServerCreationTimeout, "-3 minutes is not positive"}}},
 		{name: "timeout negative minutes", env: map[string]string{EnvServerCreationTimeout: "-3"}, want: []problem{{EnvServerCreationTimeout, "not positive"}}},
 		{name: "timeout more than a day", env: map[string]string{EnvServerCreationTimeout: "1441"}, want: []problem{{EnvServerCreationTimeout, "1441 minutes is more than 24h0m0s"}}},
@@ -175,6 +183,26 @@ func TestLoad(t *testing.T) {
 			p := c.Pools[0]
 			if c.PublicIPv4 || c.PublicIPv6 || p.PublicIPv4 || p.PublicIPv6 || p.Network != "k8s" {
 				t.Errorf("config %v/%v, pool %v/%v network %q; want no public addresses and network k8s", c.PublicIPv4, c.PublicIPv6, p.PublicIPv4, p.PublicIPv6, p.Network)
+			}
+		}},
+		{name: "pool overrides the environment's public addresses", env: map[string]string{EnvPublicIPv4: "false", EnvPublicIPv6: "false", EnvNetwork: "k8s", EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"publicIPv4": true}, "pool2": {}, "pool3": {"publicIPv6": true, "publicIPv4": false}}}`)}, specs: []string{"1:3:cx22:fsn1:pool1", "0:3:cx22:fsn1:pool2", "0:3:cx22:fsn1:pool3"}, check: func(t *testing.T, c *Config) {
+			type ips struct{ V4, V6 bool }
+			var got []ips
+			for _, p := range c.Pools {
+				got = append(got, ips{p.PublicIPv4, p.PublicIPv6})
+			}
+			if diff := cmp.Diff([]ips{{true, false}, {false, false}, {false, true}}, got); diff != "" {
+				t.Errorf("pools' public IPs (-want +got):\n%s", diff)
+			}
+		}},
+		{name: "spread groups", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"spreadGroups": true}}}`)}, check: func(t *testing.T, c *Config) {
+			if p := c.Pools[0]; !p.SpreadGroups || p.PlacementGroup != "" {
+				t.Errorf("pool SpreadGroups %v, PlacementGroup %q; want true and none", p.SpreadGroups, p.PlacementGroup)
+			}
+		}},
+		{name: "a private pool beside the default ones", env: map[string]string{EnvNetwork: "k8s", EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"publicIPv4": false, "publicIPv6": false}}}`)}, check: func(t *testing.T, c *Config) {
+			if p := c.Pools[0]; p.PublicIPv4 || p.PublicIPv6 || !c.PublicIPv4 || !c.PublicIPv6 {
+				t.Errorf("config %v/%v, pool %v/%v; want the defaults true/true and the pool false/false", c.PublicIPv4, c.PublicIPv6, p.PublicIPv4, p.PublicIPv6)
 			}
 		}},
 		{name: "only IPv6", env: map[string]string{EnvPublicIPv4: "0", EnvPublicIPv6: "1"}, check: func(t *testing.T, c *Config) {

@@ -84,6 +84,45 @@ func basePool(cfg *Config, spec NodeSpec, origin string) Pool {
 	}
 }
 
+// reachable reports every pool whose servers would have no public IP and
+// no network, naming the setting that turned the addresses off: the
+// pool's publicIPv4/publicIPv6, or HCLOUD_PUBLIC_IPV4/6 for the pools
+// that inherit them. A server without public IPs joins its network in the
+// create request, which cannot choose a subnet, so such a pool cannot have
+// a subnetIPRange either.
+func (p *problems) reachable(cfg *Config, cc *ClusterConfig) {
+	var inherited []string
+	for _, pool := range cfg.Pools {
+		if pool.PublicIPv4 || pool.PublicIPv6 {
+			continue
+		}
+		path := childPath("nodeConfigs", pool.Name)
+		var nc *NodeConfig
+		if cc != nil {
+			nc = cc.NodeConfigs[pool.Name]
+		}
+		own := nc != nil && (nc.PublicIPv4 != nil || nc.PublicIPv6 != nil)
+		switch {
+		case pool.Network == "" && own:
+			p.addf(path, "pool %q has no public IPv4 and no public IPv6 (publicIPv4, publicIPv6, %s, %s) and %s is unset: its servers would have no network at all", pool.Name, EnvPublicIPv4, EnvPublicIPv6, EnvNetwork)
+		case pool.Network == "":
+			inherited = append(inherited, strconv.Quote(pool.Name))
+		case pool.SubnetIPRange.IsValid():
+			key := "subnetIPRange"
+			if nc == nil || !nc.SubnetIPRange.IsValid() {
+				path, key = "defaultSubnetIPRange", "defaultSubnetIPRange"
+			}
+			if key == "subnetIPRange" {
+				path += ".subnetIPRange"
+			}
+			p.addf(path, "pool %q has no public IP: a server without one joins %s when it is created, where no subnet can be chosen; remove %s or give the pool publicIPv4 or publicIPv6", pool.Name, EnvNetwork, key)
+		}
+	}
+	if len(inherited) > 0 {
+		p.addf(EnvPublicIPv4+", "+EnvPublicIPv6, "both false and %s is unset: servers would have no network at all (pool %s); set %s, or publicIPv4 or publicIPv6 in the pool's nodeConfigs entry", EnvNetwork, strings.Join(inherited, ", "), EnvNetwork)
+	}
+}
+
 // nodeConfigOf returns the nodeConfigs entry of pool name, reporting a
 // missing one (with a hint when an entry differs only in case).
 func (p *problems) nodeConfigOf(cc *ClusterConfig, name string) *NodeConfig {
@@ -111,6 +150,13 @@ func (p *problems) applyNodeConfig(pool *Pool, cfg *Config, cc *ClusterConfig, n
 	pool.Taints = slices.Clone(nc.Taints)
 	pool.Firewalls = appendUnique(pool.Firewalls, nc.Firewalls...)
 	pool.PlacementGroup = nc.PlacementGroup
+	pool.SpreadGroups = nc.SpreadGroups
+	if nc.PublicIPv4 != nil {
+		pool.PublicIPv4 = *nc.PublicIPv4
+	}
+	if nc.PublicIPv6 != nil {
+		pool.PublicIPv6 = *nc.PublicIPv6
+	}
 	pool.MaxPods = nc.MaxPods
 	pool.Reserved = nc.Reserved
 	pool.Autoscaling = nc.Autoscaling

@@ -21,6 +21,11 @@ const (
 	// cloud-init changed since is told apart without the user data, which
 	// the API does not return.
 	LabelUserDataHash = "hcloudscale/user-data-hash"
+	// LabelSpreadPool marks a spread placement group that hcloudscale
+	// created for a pool with SpreadGroups; the value is the pool's name.
+	// Only groups with it (and the cluster label, with a cluster name)
+	// are filled or deleted.
+	LabelSpreadPool = "hcloudscale/spread-pool"
 )
 
 // InCluster reports whether server labels place a server in the named
@@ -169,9 +174,12 @@ type Pool struct {
 	SubnetIPRange  netip.Prefix // pool subnetIPRange, else defaultSubnetIPRange; only with a network
 	Firewalls      []string     // global + pool, de-duplicated, in order
 	PlacementGroup string       // ID or name; empty: none
-	SSHKeys        []string
-	PublicIPv4     bool
-	PublicIPv6     bool
+	// SpreadGroups has the pool create and own spread placement groups
+	// (at most ten servers each) instead of one fixed PlacementGroup.
+	SpreadGroups bool
+	SSHKeys      []string
+	PublicIPv4   bool
+	PublicIPv6   bool
 
 	MaxPods     int // 0: DefaultMaxPods
 	Reserved    Reserved

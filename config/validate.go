@@ -128,6 +128,29 @@ func (p *problems) validatePool(path string, c *Config, pool *Pool) {
 	if got, ok := pool.ServerLabels[LabelCluster]; got != c.ClusterName || (ok && c.ClusterName == "") {
 		p.addf(childPath(path+".serverLabels", LabelCluster), "%q, want the cluster name %q", got, c.ClusterName)
 	}
+	p.validatePlacement(path, pool)
+	if pool.MaxPods != 0 && (pool.MaxPods < MinMaxPods || pool.MaxPods > MaxMaxPods) {
+		p.addf(path+".maxPods", "%d is out of range %d..%d", pool.MaxPods, MinMaxPods, MaxMaxPods)
+	}
+	for _, r := range []struct {
+		name string
+		sign int
+	}{{"cpu", pool.Reserved.CPU.Sign()}, {"memory", pool.Reserved.Memory.Sign()}, {"ephemeralStorage", pool.Reserved.EphemeralStorage.Sign()}} {
+		if r.sign < 0 {
+			p.addf(path+".reserved."+r.name, "negative")
+		}
+	}
+	if a := pool.Autoscaling; a != nil {
+		p.validateAutoscaling(path+".autoscaling", a)
+	}
+	if r := pool.Replace; r != nil {
+		p.validateReplace(path+".replace", r)
+	}
+}
+
+// validatePlacement checks where the pool's servers go: network, subnet,
+// firewalls, SSH keys, placement groups and public IPs.
+func (p *problems) validatePlacement(path string, pool *Pool) {
 	if pool.SubnetIPRange.IsValid() {
 		sub := pool.SubnetIPRange
 		switch {
@@ -145,25 +168,15 @@ func (p *problems) validatePool(path string, c *Config, pool *Pool) {
 	if pool.PlacementGroup != "" {
 		p.add(path+".placementGroup", checkReference(pool.PlacementGroup))
 	}
-	if !pool.PublicIPv4 && !pool.PublicIPv6 && pool.Network == "" {
-		p.addf(path, "no public IPv4, no public IPv6 and no network: servers would be unreachable")
+	if pool.SpreadGroups && pool.PlacementGroup != "" {
+		p.addf(path+".spreadGroups", "set together with placementGroup %q", pool.PlacementGroup)
 	}
-	if pool.MaxPods != 0 && (pool.MaxPods < MinMaxPods || pool.MaxPods > MaxMaxPods) {
-		p.addf(path+".maxPods", "%d is out of range %d..%d", pool.MaxPods, MinMaxPods, MaxMaxPods)
-	}
-	for _, r := range []struct {
-		name string
-		sign int
-	}{{"cpu", pool.Reserved.CPU.Sign()}, {"memory", pool.Reserved.Memory.Sign()}, {"ephemeralStorage", pool.Reserved.EphemeralStorage.Sign()}} {
-		if r.sign < 0 {
-			p.addf(path+".reserved."+r.name, "negative")
-		}
-	}
-	if a := pool.Autoscaling; a != nil {
-		p.validateAutoscaling(path+".autoscaling", a)
-	}
-	if r := pool.Replace; r != nil {
-		p.validateReplace(path+".replace", r)
+	switch {
+	case pool.PublicIPv4 || pool.PublicIPv6:
+	case pool.Network == "":
+		p.addf(path, "pool %q has no public IPv4, no public IPv6 and no network: its servers would be unreachable", pool.Name)
+	case pool.SubnetIPRange.IsValid():
+		p.addf(path+".subnetIPRange", "pool %q has no public IP: a server without one joins its network when it is created, where no subnet can be chosen", pool.Name)
 	}
 }
 

@@ -61,7 +61,13 @@ func TestValidate(t *testing.T) {
 			c.Pools[0].Network = ""
 			c.Pools[0].SubnetIPRange = netip.MustParsePrefix("10.0.1.0/24")
 		}, []problem{{"pools[0].subnetIPRange", "without a network"}}},
-		{"unreachable pool", func(c *Config) { c.Pools[0].Network = ""; c.Pools[0].PublicIPv4 = false }, []problem{{"pools[0]", "unreachable"}}},
+		{"unreachable pool", func(c *Config) { c.Pools[0].Network = ""; c.Pools[0].PublicIPv4 = false }, []problem{{"pools[0]", `pool "pool1" has no public IPv4, no public IPv6 and no network`}}},
+		{"spread groups with a fixed group", func(c *Config) { c.Pools[0].SpreadGroups = true; c.Pools[0].PlacementGroup = "pg" }, []problem{{"pools[0].spreadGroups", `set together with placementGroup "pg"`}}},
+		{"private pool with a subnet range", func(c *Config) {
+			c.Pools[0].Network = "k8s"
+			c.Pools[0].PublicIPv4 = false
+			c.Pools[0].SubnetIPRange = netip.MustParsePrefix("10.0.1.0/24")
+		}, []problem{{"pools[0].subnetIPRange", `pool "pool1" has no public IP`}}},
 		{"maxPods out of range", func(c *Config) { c.Pools[0].MaxPods = 5000 }, []problem{{"pools[0].maxPods", "out of range"}}},
 		{"reserved negative", func(c *Config) { c.Pools[0].Reserved.Memory = neg }, []problem{{"pools[0].reserved.memory", "negative"}}},
 		{"autoscaling out of range", func(c *Config) {

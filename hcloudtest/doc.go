@@ -15,8 +15,8 @@
 // shutdown_server, reboot_server, reset_server, ...), actions (by ID and
 // listed by id filters; also per resource kind, GET /servers/actions and
 // /servers/actions/{id}, the same under /primary_ips), server types,
-// locations, images, networks, firewalls, SSH keys, placement groups,
-// Primary IPs and pricing. What the API has removed answers 410
+// locations, images, networks, firewalls, SSH keys, placement groups
+// (also created and deleted), Primary IPs and pricing. What the API has removed answers 410
 // deprecated_api_endpoint with the announcement in details: GET
 // /datacenters and /datacenters/{id} (since 2026-10-01) and GET /actions
 // without an id filter (since 2025-01-30).
@@ -43,7 +43,10 @@
 // selectors (k, !k, k=v, k==v, k!=v, k in (a,b), k notin (a,b); a comma
 // means and). Server names are unique per project (uniqueness_error),
 // placement groups hold at most 10 servers
-// (placement_group_member_limit_reached), and [WithServerLimit] caps the
+// (placement_group_member_limit_reached), a project at most
+// [MaxPlacementGroups] of them (resource_limit_exceeded), a group with
+// servers cannot be deleted ([ErrorCodeResourceInUse]), and
+// [WithServerLimit] caps the
 // project (resource_limit_exceeded). Errors have the API's body
 // {"error":{"code","message","details"}}; invalid_input lists every bad
 // field at once in details.fields. References that do not exist in a

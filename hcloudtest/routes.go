@@ -42,6 +42,8 @@ func (s *Server) buildRoutes() []route {
 		{"GET /ssh_keys/{id}", handleGetSSHKey},
 		{"GET /placement_groups", handleListPlacementGroups},
 		{"GET /placement_groups/{id}", handleGetPlacementGroup},
+		{"POST /placement_groups", handleCreatePlacementGroup},
+		{"DELETE /placement_groups/{id}", handleDeletePlacementGroup},
 		{"GET /pricing", handlePricing},
 		{"GET /datacenters", handleDatacenters},
 		{"GET /datacenters/{id}", handleDatacenters},

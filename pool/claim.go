@@ -49,7 +49,10 @@ type claim struct {
 	set *settings
 
 	// The fields below are guarded by Pool.mu.
-	phase    claimPhase
+	phase claimPhase
+	// sent is set once the create request is about to be sent: from then
+	// on the server may exist.
+	sent     bool
 	serverID int64 // 0 until the create request returned a server
 	status   hcloud.ServerStatus
 	// cancelled is set when DeleteInstances or DecreaseTargetSize removed
@@ -134,7 +137,7 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 func (p *Pool) lockForClaims(ctx context.Context) (*settings, error) {
 	if s := p.current(); s.removed {
 		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, ErrRemoved)
-	} else if e := p.offerings.check(s.cfg.ServerType, s.cfg.Location, s.cfg.PlacementGroup); e != nil && p.opts.unavailableTTL > 0 {
+	} else if e := p.offerings.check(s.cfg.ServerType, s.cfg.Location, placementKey(&s.cfg)); e != nil && p.opts.unavailableTTL > 0 {
 		return nil, fmt.Errorf("pool %q: %w", p.cfg.Name, e)
 	}
 	if p.offerings.takeRefetchTypes() {

@@ -52,6 +52,11 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 		p.fail(taskCtx, c, nil, "prepare create request", err)
 		return
 	}
+	defer p.endSpread(c)
+	if err := p.reserveSpread(flowCtx, c, &opts); err != nil {
+		p.fail(taskCtx, c, nil, "reserve a spread placement group", err)
+		return
+	}
 	if err := acquire(flowCtx, p.createSem); err != nil {
 		p.fail(taskCtx, c, nil, "create server", err)
 		return
@@ -63,7 +68,7 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 		p.fail(taskCtx, c, nil, "create server", context.Canceled)
 		return
 	}
-	c.phase = claimCreating
+	c.phase, c.sent = claimCreating, true
 	p.mu.Unlock()
 	res, err := p.createServer(reqCtx, opts, log)
 	if err != nil && refusedImage(err) {
@@ -442,8 +447,8 @@ func (p *Pool) fail(taskCtx context.Context, c *claim, server *hcloud.Server, wh
 	if info.Class == OutOfResources && p.opts.unavailableTTL > 0 {
 		cfg := &c.set.cfg
 		u := UnavailableError{ServerType: cfg.ServerType, Location: cfg.Location, Code: info.Code, Message: info.Message}
-		if info.Code == string(errorCodePlacementGroupMemberLimitReached) {
-			u.PlacementGroup = cfg.PlacementGroup
+		if info.Code == string(errorCodePlacementGroupMemberLimitReached) || info.Code == CodePlacementGroupLimit {
+			u.PlacementGroup = placementKey(cfg)
 		}
 		marked := p.offerings.mark(u, p.opts.unavailableTTL)
 		log.Warn("offering marked unavailable; scale-ups of the pool fail at once until then",

@@ -170,7 +170,11 @@ func (dc *driftCheck) image(d *Drift, s *servercache.Server, a config.Arch) {
 // firewalls with the pool's.
 func (dc *driftCheck) references(d *Drift, s *servercache.Server) {
 	refs := dc.set.refs
-	if want := idOf(refs.PlacementGroup); s.PlacementGroupID != want {
+	if dc.set.cfg.SpreadGroups {
+		if s.PlacementGroupID == 0 {
+			d.add(DriftPlacementGroup, "in no placement group, the pool's servers go into its spread groups")
+		}
+	} else if want := idOf(refs.PlacementGroup); s.PlacementGroupID != want {
 		d.add(DriftPlacementGroup, "placement group %d, the pool's is %d (0: none)", s.PlacementGroupID, want)
 	}
 	var wantNets []int64

@@ -57,6 +57,13 @@ type options struct {
 	registerer        prometheus.Registerer
 	offerings         *Offerings
 	clusterName       string
+	spreadGrace       time.Duration
+}
+
+// WithSpreadGrace sets how long a spread group the pool created stays
+// empty before it is deleted (DefaultSpreadGrace).
+func WithSpreadGrace(d time.Duration) Option {
+	return func(o *options) { o.spreadGrace = d }
 }
 
 // WithLogger sets the logger; the pool logs as "pool" with a pool field.

@@ -75,6 +75,10 @@ type Deps struct {
 	// PlacementGroup is the resolved config.Pool.PlacementGroup; nil when
 	// the pool has none.
 	PlacementGroup *hcloud.PlacementGroup
+	// PlacementGroups creates, lists and deletes the spread groups of a
+	// pool with config.Pool.SpreadGroups; required for such a pool. The
+	// client New is given stays for the pool's life.
+	PlacementGroups PlacementGroupAPI
 }
 
 // Pool scales one node pool. Its methods are safe for concurrent use.
@@ -90,6 +94,9 @@ type Pool struct {
 	log       *zap.Logger
 	metrics   *metrics.Set
 	offerings *Offerings
+	// spread holds the spread groups the pool created; used while the
+	// settings say SpreadGroups, and swept until it has no group left.
+	spread *spreadGroups
 	// ownLabels are the labels that make a server ours: the node-group
 	// label and, with a cluster name, the cluster label.
 	ownLabels map[string]string
@@ -130,6 +137,7 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		cleanupAttempts:   defaultCleanupAttempts,
 		deleteAttempts:    deleteAttempts,
 		retryBackoff:      defaultRetryBackoff,
+		spreadGrace:       DefaultSpreadGrace,
 	}
 	for _, opt := range opts {
 		if opt != nil {
@@ -174,6 +182,12 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		deleting:  make(map[int64]struct{}),
 		tasks:     make(map[uint64]context.CancelFunc),
 		released:  make(map[int64]hcloud.ServerStatus),
+	}
+	p.spread = &spreadGroups{
+		pool: cfg.Name, labels: spreadLabels(cfg.Name, own[config.LabelCluster]),
+		api: deps.PlacementGroups, cache: deps.Cache, clock: o.clock, grace: o.spreadGrace,
+		log: p.log, limit: func() { m.PlacementGroupLimit.WithLabelValues(cfg.Name).Inc() },
+		groups: map[int64]*spreadGroup{}, reserved: map[string]*reservation{},
 	}
 	p.cfg.Name = cfg.Name
 	p.set.Store(set)
@@ -236,6 +250,9 @@ func checkDeps(cfg *config.Pool, deps *Deps) []error {
 	}
 	if cfg.SubnetIPRange.IsValid() && deps.Network == nil {
 		ps.add("subnet IP range %s needs a network", cfg.SubnetIPRange)
+	}
+	if cfg.SpreadGroups && (cfg.PlacementGroup != "" || deps.PlacementGroups == nil) {
+		ps.add("spread groups need deps.PlacementGroups and no fixed placement group (%q)", cfg.PlacementGroup)
 	}
 	if (cfg.PlacementGroup != "") != (deps.PlacementGroup != nil) {
 		ps.add("placement group %q and the resolved deps.PlacementGroup (set: %t) disagree", cfg.PlacementGroup, deps.PlacementGroup != nil)

@@ -70,6 +70,10 @@ type Set struct {
 	// UnavailableOfferings is 1 while a (server type, location) pair is
 	// remembered as sold out after a capacity error.
 	UnavailableOfferings *prometheus.GaugeVec
+	// PlacementGroupLimit counts the spread groups a pool could not
+	// create because the project holds as many placement groups as
+	// Hetzner allows.
+	PlacementGroupLimit *prometheus.CounterVec
 	// ActionDuration is the duration of every successful action the
 	// action waiter watched, by command: what it learns from.
 	ActionDuration *prometheus.HistogramVec
@@ -125,6 +129,10 @@ func New(reg prometheus.Registerer) (*Set, error) {
 			Namespace: namespace, Name: "unavailable_offerings",
 			Help: "1 while a server type is remembered as unavailable in a location after a capacity error.",
 		}, []string{LabelServerType, LabelLocation}),
+		PlacementGroupLimit: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "placement_group_limit_total",
+			Help: "Spread placement groups a pool needed but could not create: the project is at Hetzner's limit of placement groups.",
+		}, []string{LabelPool}),
 		ActionDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Subsystem: "action", Name: "duration_seconds",
 			Help:    "Duration of the successful actions the action waiter watched, by command.",
@@ -153,6 +161,7 @@ func New(reg prometheus.Registerer) (*Set, error) {
 	register(reg, &s.ServerDeletes, &errs)
 	register(reg, &s.ServerCreateDuration, &errs)
 	register(reg, &s.UnavailableOfferings, &errs)
+	register(reg, &s.PlacementGroupLimit, &errs)
 	register(reg, &s.ActionDuration, &errs)
 	register(reg, &s.ActionPolls, &errs)
 	register(reg, &s.ActionPollRequests, &errs)
@@ -189,4 +198,5 @@ func (s *Set) ForgetPool(pool string) {
 	s.PoolMaxSize.DeletePartialMatch(labels)
 	s.PoolInstances.DeletePartialMatch(labels)
 	s.PoolPendingClaims.DeletePartialMatch(labels)
+	s.PlacementGroupLimit.DeletePartialMatch(labels)
 }
