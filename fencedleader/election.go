@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -52,11 +53,7 @@ func (l *Leader) CheckAccess(ctx context.Context) error {
 // returns at once. hooks run at the transitions (see [Hooks]). Start is
 // called once.
 func (l *Leader) Start(ctx context.Context, hooks Hooks) error {
-	lock := &fencedLock{Interface: &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: l.cfg.Name, Namespace: l.cfg.Namespace},
-		Client:     l.client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: l.cfg.Identity},
-	}, l: l}
+	lock := l.lockFor(l.client)
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		Name:            l.cfg.Name,
@@ -85,6 +82,15 @@ func (l *Leader) Start(ctx context.Context, hooks Hooks) error {
 	}()
 	l.log.Info("standing by for the Lease", zap.String("lease", l.cfg.Namespace+"/"+l.cfg.Name))
 	return nil
+}
+
+// lockFor returns the elector's lock of the Lease, through client.
+func (l *Leader) lockFor(client kubernetes.Interface) *fencedLock {
+	return &fencedLock{Interface: &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: l.cfg.Name, Namespace: l.cfg.Namespace},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: l.cfg.Identity},
+	}, l: l}
 }
 
 // started is client-go's OnStartedLeading, which runs in a goroutine of

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
@@ -168,5 +169,52 @@ func TestSameIdentityRefusesToLead(t *testing.T) {
 	}
 	if refused == 0 {
 		t.Error("neither replica noticed the other's renewals")
+	}
+}
+
+// TestTakeOverWaitsAfterARestartWithTheSameIdentity: a container restart
+// keeps the pod's name, so the new process finds the Lease held under its
+// own identity by a process it cannot know is gone: it waits the lease
+// duration and the write grace, as after a created Lease. Its own later
+// renewals are no take-over, and a released Lease needs no wait.
+func TestTakeOverWaitsAfterARestartWithTheSameIdentity(t *testing.T) {
+	cfg := testConfig("a")
+	for _, c := range []struct {
+		name   string
+		holder string
+		want   time.Duration
+	}{
+		{"held under this identity", "a", cfg.LeaseDuration + cfg.WriteGrace},
+		{"held by another replica", "b", cfg.WriteGrace},
+		{"released", "", 0},
+	} {
+		l := newTestLeader(t, cfg)
+		lock := l.lockFor(l.client)
+		ctx := t.Context()
+		rec, _, err := lock.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.HolderIdentity = c.holder
+		if err := lock.Interface.Update(ctx, *rec); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []time.Duration{c.want, 0} {
+			if _, _, err := lock.Get(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mine := *rec
+			mine.HolderIdentity, mine.RenewTime = "a", metav1.Now()
+			if err := lock.Update(ctx, mine); err != nil {
+				t.Fatal(err)
+			}
+			l.mu.Lock()
+			got := l.lease.wait
+			l.lease.wait = 0
+			l.mu.Unlock()
+			if got != want {
+				t.Errorf("%s: write %d of this process: wait %s; want %s", c.name, i+1, got, want)
+			}
+		}
 	}
 }
