@@ -55,8 +55,9 @@
 // clocks advance at rates within 10% of each other. Only the replicas of
 // one Leader configuration write the Lease (deleting it is covered by step
 // 3; editing its holder is not). Writes go through a Cluster built with
-// this Leader as its fence and hcloudscale's own transport (or an
-// *http.Transport without a proxy: see hcloudscale.WithTransport).
+// this Leader as its fence, over hcloudscale's own transport or an
+// *http.Transport (see hcloudscale.WithTransport: HTTP and HTTPS proxies are
+// covered, a connection the fence cannot check refuses the write).
 //
 // # Timings
 //
@@ -78,8 +79,8 @@
 // written: the defaults, L 15 s, D 10 s, P 2 s, G 5 s, give W 12.5 s.
 //
 // client-go also creates a missing Lease and leads at once
-// (leaderelection.go:474-482), and treats a Lease held under its own
-// identity as its own (leaderelection.go:456, 492): steps 3 and the
+// (leaderelection.go:470-484), and treats a Lease held under its own
+// identity as its own (leaderelection.go:456, 492): step 3 and the
 // identity check above cover both.
 //
 // # Use
