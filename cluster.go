@@ -86,6 +86,9 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Cluster, err
 			opt(&o)
 		}
 	}
+	if _, ok := o.transport.(*http.Transport); o.fence != nil && o.transport != nil && !ok {
+		return nil, fmt.Errorf("WithTransport: a %T under WithFence: only an *http.Transport's connections can be checked at each write", o.transport)
+	}
 	c := &Cluster{
 		log:        o.logger,
 		opts:       o,

@@ -107,16 +107,32 @@ func (t *fenceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// Nothing was written when no connection was had, or the guard
 		// stopped the first byte: the outcome is known.
 		w.done(!w.written())
+		if !w.guarded() {
+			return nil, fmt.Errorf("%s %s: %w: its connection (%T) cannot be fenced: use an *http.Transport without a SOCKS proxy", req.Method, req.URL.Path, ErrFenced, w.connType)
+		}
 		if errors.Is(err, errWriteFenced) {
 			return nil, fmt.Errorf("%s %s: %w: %w", req.Method, req.URL.Path, ErrFenced, err)
 		}
 		return nil, err
 	}
-	// The answer's headers mean the API has the whole request and
-	// answered it.
-	w.done(true)
+	// The answer's headers mean the API has the whole request, and it
+	// answered it unless a gateway answered in its place.
+	w.done(!outcomeUnknown(resp.StatusCode))
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
+}
+
+// outcomeUnknown reports whether an answer with this status leaves open
+// whether the API carries the request out: a gateway's 502, 503 or 504
+// (the API's own "bad_gateway" and "timeout" errors come as 502 and 504).
+// hcloud-go v2.52.0 retries 502 and 504 for that reason
+// (client_handler_retry.go, retryPolicy).
+func outcomeUnknown(status int) bool {
+	switch status {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
 }
 
 // write is one request under a Permit. Its methods are called from the
@@ -125,27 +141,29 @@ type write struct {
 	permit Permit
 	cancel context.CancelFunc
 
-	mu    sync.Mutex
-	conn  *guardedConn // the connection it got; nil: none (yet)
-	had   bool         // it got a connection
-	wrote bool         // a byte of it may have been written
-	ended bool
+	mu       sync.Mutex
+	conn     *guardedConn // the connection it got; nil: none (yet)
+	connType net.Conn     // a connection it got that is not guarded
+	had      bool         // it got a connection
+	wrote    bool         // a byte of it may have been written
+	ended    bool
 }
 
 func (w *write) gotConn(info httptrace.GotConnInfo) {
 	c := guardOf(info.Conn)
 	w.mu.Lock()
 	w.had, w.conn = true, c
+	if c == nil {
+		w.connType = info.Conn
+	}
 	w.mu.Unlock()
 	if c != nil {
 		c.arm(w)
 		return
 	}
-	// A transport whose connections are not ours: check once, at the
-	// last moment it offers, and stop the request if it may not go.
-	if err := w.allowed(time.Now()); err != nil {
-		w.cancel()
-	}
+	// A connection that is not ours (a SOCKS proxy's, say) cannot be
+	// checked at each write: the request does not go.
+	w.cancel()
 }
 
 func (w *write) disarm() {
@@ -155,6 +173,13 @@ func (w *write) disarm() {
 	if c != nil {
 		c.disarm(w)
 	}
+}
+
+// guarded reports whether the request got no connection or a guarded one.
+func (w *write) guarded() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.connType == nil
 }
 
 // written reports whether a byte of the request may have been written.
@@ -194,12 +219,12 @@ func (w *write) allowed(now time.Time) error {
 // written.
 var errWriteFenced = errors.New("the fence no longer allows this write")
 
-// newGuardedTransport returns the transport for writes. A next that is an
-// *http.Transport is cloned with HTTP/2 off, so that a write has its
-// connection to itself, and a dialer whose connections ask the request's
-// permit before each write of its bytes and stop writing at its deadline.
-// Another transport is used as it is: the permit is then checked once,
-// when the request has its connection.
+// newGuardedTransport returns the transport for writes: next, an
+// *http.Transport (New refuses another under a fence), cloned with HTTP/2
+// off whatever next says, so that a write has its connection to itself,
+// and a dialer whose connections ask the request's permit before each
+// write of its bytes and stop writing at its deadline. Another
+// RoundTripper is used as it is, and its requests refused (gotConn).
 func newGuardedTransport(next http.RoundTripper) http.RoundTripper {
 	base, ok := next.(*http.Transport)
 	if !ok {
@@ -208,6 +233,8 @@ func newGuardedTransport(next http.RoundTripper) http.RoundTripper {
 	t := base.Clone()
 	t.ForceAttemptHTTP2 = false
 	t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetHTTP1(true)
 	dial := t.DialContext
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
@@ -230,9 +257,14 @@ type guardedConn struct {
 	w  *write
 }
 
-// guardOf returns the guardedConn under c (a TLS connection's too), or nil.
+// guardOf returns the guardedConn under c, or nil. Under TLS, and under
+// TLS in TLS (an HTTPS proxy's tunnel), too.
 func guardOf(c net.Conn) *guardedConn {
-	if tc, ok := c.(*tls.Conn); ok {
+	for {
+		tc, ok := c.(*tls.Conn)
+		if !ok {
+			break
+		}
 		c = tc.NetConn()
 	}
 	g, _ := c.(*guardedConn)

@@ -131,7 +131,11 @@ func WithClock(c clock.Clock) Option {
 }
 
 // WithTransport sets the HTTP transport under the pacer and the debug log,
-// for example to add a proxy or client certificates.
+// for example to add a proxy or client certificates. With [WithFence] it
+// must be an *http.Transport (New refuses another): writes go over a clone
+// of it with HTTP/2 off, whose connections check the permit at each write;
+// a write over a connection that cannot be checked (a SOCKS proxy's) is
+// refused. HTTP and HTTPS proxies are covered.
 func WithTransport(rt http.RoundTripper) Option {
 	return func(o *options) { o.transport = rt }
 }

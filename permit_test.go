@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 
 	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
 )
 
 // permitFence lets every write through with the permit it is given, and
@@ -162,3 +164,38 @@ func TestPermitOfAWriteWithoutAnswer(t *testing.T) {
 		t.Error("the API did not carry out the write whose answer was lost; the test shows nothing")
 	}
 }
+
+// A gateway's 502, 503 or 504 leaves the outcome open: the write ends
+// unanswered; a 422 is the API's own answer.
+func TestPermitOfAWriteAnsweredByAGateway(t *testing.T) {
+	for _, c := range []struct {
+		status   int
+		answered bool
+	}{{502, false}, {503, false}, {504, false}, {422, true}} {
+		fence := &permitFence{permit: func() hcloudscale.Permit { return hcloudscale.Permit{} }}
+		p, cl, _ := permitEnv(t, fence, noRetries())
+		p.api.FailRequest("POST /servers", 1, hcloudtest.RequestFault{Status: c.status})
+		_ = createServer(cl)
+		if got := fence.ended(); len(got) != 1 || got[0] != c.answered {
+			t.Errorf("%d: write endings %v; want one, answered %v", c.status, got, c.answered)
+		}
+	}
+}
+
+// Under a fence only an *http.Transport's connections can be checked at
+// each write: another RoundTripper is refused.
+func TestFenceRefusesTransportsItCannotCheck(t *testing.T) {
+	p := newProject(t, fastActions())
+	cfg := p.load(t, healthyClusterConfig(), nil, healthyNodes)
+	fence := &permitFence{permit: func() hcloudscale.Permit { return hcloudscale.Permit{} }}
+	wrapped := roundTripFunc(http.DefaultTransport.RoundTrip)
+	_, err := hcloudscale.New(t.Context(), cfg, hcloudscale.WithFence(fence), hcloudscale.WithTransport(wrapped))
+	if err == nil || !strings.Contains(err.Error(), "WithTransport: a hcloudscale_test.roundTripFunc under WithFence") {
+		t.Errorf("New with a RoundTripper func under a fence: %v; want a refusal naming WithTransport", err)
+	}
+
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -103,7 +103,7 @@ type replicaConfig struct {
 // leader comes within seconds.
 const (
 	leaseDuration = 4 * time.Second
-	renewDeadline = 3 * time.Second
+	renewDeadline = 2 * time.Second
 	retryPeriod   = 500 * time.Millisecond
 	// writeGrace is how long a replica that takes the Lease over waits
 	// before it lists: the fake API carries a request out at once.

@@ -101,6 +101,7 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	allPools := fs.Bool("all-pools", false, "include servers of pools that are no longer configured (any hcloud/node-group label; with a cluster name only this cluster's, without one needs --every-unnamed-cluster)")
 	everyUnnamed := fs.Bool("every-unnamed-cluster", false, "with --all-pools and no cluster name: accept that the scope is every autoscaled server of every unnamed cluster in the project, not only this cluster's")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the deletes")
+	guard := registerLeaseGuard(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr, cleanupHelp(fs)); !ok {
 		return code
 	}
@@ -113,6 +114,12 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	}
 	if err := checkCleanupScope(cfg, *allPools, *everyUnnamed); err != nil {
 		return usageError(stderr, "cleanup", err)
+	}
+	if *yes {
+		if err := guard.check(ctx, env); err != nil {
+			fmt.Fprintf(stderr, "hcloudscale cleanup: %v\n", err)
+			return exitFailure
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, *timeout)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -69,7 +70,12 @@ func newElectionEnv(t *testing.T) *electionEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kube := kubefake.NewClientset()
+	// The Lease as a replica released it: the first to acquire it leads
+	// without the wait a created Lease takes.
+	kube := kubefake.NewClientset(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "hcloudscale", Namespace: "kube-system"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(""), LeaseDurationSeconds: ptr.To(int32(1))},
+	})
 	allowAccessReviews(kube, nil)
 	old := newKubeClient
 	newKubeClient = func(string, config.Env) (kubernetes.Interface, error) { return kube, nil }
@@ -375,6 +381,13 @@ func TestLeaderFlagValidation(t *testing.T) {
 		{"retry period too long", []string{"--leader-elect-retry-period=9s"}, "must exceed 1.2 × --leader-elect-retry-period 9s"},
 		{"negative duration", []string{"--leader-elect-lease-duration=-1s"}, "--leader-elect-lease-duration -1s: must be positive"},
 		{"empty lease name", []string{"--leader-elect-resource-name="}, "--leader-elect-resource-name: must not be empty"},
+		{"write grace off", []string{"--leader-elect-write-grace=0s"}, "--leader-elect-write-grace 0s: must be positive"},
+		{"fractional lease duration", []string{"--leader-elect-lease-duration=4500ms", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=100ms"},
+			"--leader-elect-lease-duration 4.5s: must be whole seconds: the Lease stores 4s"},
+		{"sub-second lease duration", []string{"--leader-elect-lease-duration=900ms", "--leader-elect-renew-deadline=500ms", "--leader-elect-retry-period=100ms"},
+			"--leader-elect-lease-duration 900ms: must be 2s or more"},
+		{"no margin for the last writes", []string{"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms"},
+			"--leader-elect-renew-deadline 3s: with --leader-elect-retry-period 500ms must fit in the write window 2.6s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := runCmd(t, runServe, config.Env{}, append([]string{"--nodes=0:1:cx23:fsn1:workers", "--leader-elect"}, c.args...)...)

@@ -301,7 +301,7 @@ func TestExternalGRPCManifest(t *testing.T) {
 		if !slices.Contains(r.APIGroups, "coordination.k8s.io") || !slices.Contains(r.Resources, "leases") {
 			continue
 		}
-		if len(r.ResourceNames) > 0 && !slices.Contains(r.ResourceNames, f.leader.name) {
+		if len(r.ResourceNames) > 0 && !slices.Contains(r.ResourceNames, f.leader.cfg.Name) {
 			continue
 		}
 		for _, v := range r.Verbs {
@@ -310,7 +310,7 @@ func TestExternalGRPCManifest(t *testing.T) {
 	}
 	for _, v := range []string{"get", "create", "update"} {
 		if !granted[v] {
-			t.Errorf("Role does not grant %s on the Lease %q", v, f.leader.name)
+			t.Errorf("Role does not grant %s on the Lease %q", v, f.leader.cfg.Name)
 		}
 	}
 	sa := dep.Spec.Template.Spec.ServiceAccountName

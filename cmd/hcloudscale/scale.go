@@ -94,6 +94,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	noWait := fs.Bool("no-wait", false, "return once the API accepted the create and delete requests")
 	timeout := fs.Duration("timeout", 15*time.Minute, "how long to wait for the pool to reach the size")
 	everyUnnamed := fs.Bool("every-unnamed-cluster", false, "with N 0 and no cluster name: accept that the scope is the pool's servers of every unnamed cluster in the project")
+	guard := registerLeaseGuard(fs)
 	pos, code, ok := parseArgs(fs, args, stdout, stderr, scaleHelp(fs))
 	if !ok {
 		return code
@@ -112,6 +113,10 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	pc, err := scaleTarget(cfg, name, n, *everyUnnamed)
 	if err != nil {
 		return usageError(stderr, "scale", err)
+	}
+	if err := guard.check(ctx, env); err != nil {
+		fmt.Fprintf(stderr, "hcloudscale scale: %v\n", err)
+		return exitFailure
 	}
 
 	// Only the scaled pool's unfinished create flows are finished: an

@@ -226,7 +226,7 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 	fe := newFrontends(f, b, reg, ls, serverTLS)
 	fe.start(ls, b.lead)
 	fe.logServing(log, ls, serverTLS != nil, len(cfg.Pools), f)
-	errs := awaitEnd(ctx, b.lead, f.labels.kubeconfig, env, fe, log)
+	errs := awaitEnd(ctx, b, fe, log)
 	// With --leader-elect the Lease goes to the next replica first, as
 	// soon as every write sent has its answer; it resumes what this one
 	// leaves unfinished. Calls still in progress here are only reads.
@@ -276,7 +276,7 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 	for _, w := range placeholderWarnings(cfg) {
 		log.Warn(w)
 	}
-	lead, err := newLeadership(f.leader, env, reg, log)
+	lead, err := newLeadership(f.leader, f.labels.kubeconfig, env, reg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -285,15 +285,12 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 	cluster, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithRegisterer(reg),
 		hcloudscale.WithListTTL(f.listTTL), hcloudscale.WithPollInterval(f.pollInterval),
 		hcloudscale.WithFence(lead.fence()),
-		hcloudscale.WithResumeWhen(func() bool { return lead == nil || lead.leads() }),
+		hcloudscale.WithResumeWhen(lead.leads),
 		hcloudscale.WithConfigFileReload(env, *f.nodes, cfg))
 	if err != nil {
 		return nil, fmt.Errorf("checking the configuration against the API: %w", err)
 	}
 	b.cluster, b.lead = cluster, lead
-	if lead != nil {
-		lead.cluster = cluster
-	}
 	if b.stopLabeller, err = startLabeller(ctx, &f.labels, cfg, env, cluster, log); err != nil {
 		_ = closeCluster(cluster, f.shutdownTimeout)
 		return nil, err
@@ -315,8 +312,9 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 
 // awaitEnd starts the leader election and waits until ctx ends, a server
 // fails or the Lease is lost; it returns why serving ended, if not ctx.
-func awaitEnd(ctx context.Context, lead *leadership, kubeconfig string, env config.Env, fe *frontends, log *zap.Logger) []error {
-	if err := startLeaderElection(ctx, lead, kubeconfig, env); err != nil {
+func awaitEnd(ctx context.Context, b *backend, fe *frontends, log *zap.Logger) []error {
+	lead := b.lead
+	if err := lead.start(ctx, b.cluster); err != nil {
 		return []error{err}
 	}
 	select {
@@ -326,8 +324,7 @@ func awaitEnd(ctx context.Context, lead *leadership, kubeconfig string, env conf
 		fe.running--
 		return []error{err}
 	case <-lead.lost():
-		lead.dropUnsent(context.Background())
-		return []error{errors.New("lost the leader Lease; restart as a standby")}
+		return []error{fmt.Errorf("lost the leader Lease; restart as a standby: %w", lead.Err())}
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"os"
@@ -14,14 +13,9 @@ import (
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
@@ -37,133 +31,6 @@ func writes(api *hcloudtest.Server) []hcloudtest.Request {
 		}
 	}
 	return out
-}
-
-// TestFenceAfterPause checks the fence on the leader's own monotonic
-// clock: a replica whose last renewal is older than the renew deadline,
-// as after a pause (SIGSTOP, a frozen VM) longer than that, sends no
-// write and takes no change until a renewal succeeds, whatever its
-// elector still believes.
-func TestFenceAfterPause(t *testing.T) {
-	f := leaderFlags{enabled: true, namespace: "ns", name: "lease", identity: "a",
-		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second}
-	reg := prometheus.NewRegistry()
-	l, err := newLeadership(f, config.Env{}, reg, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	now := time.Now()
-	l.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	gauge := func() float64 {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "hcloudscale_leader" {
-				return mf.GetMetric()[0].GetGauge().GetValue()
-			}
-		}
-		t.Fatal("no hcloudscale_leader gauge")
-		return -1
-	}
-	allowed := func() bool {
-		done, err := l.AllowWrite()
-		if err != nil {
-			return false
-		}
-		done.Done(true)
-		return true
-	}
-	entered := func() bool {
-		leave, err := l.Enter()
-		if err != nil {
-			return false
-		}
-		leave()
-		return true
-	}
-
-	if allowed() || entered() {
-		t.Fatal("a replica that never acquired the Lease may write or change")
-	}
-	l.renewedAt(l.now(), time.Time{})
-	if allowed() {
-		t.Fatal("writes are let through before the first listing opened the fence")
-	}
-	l.mu.Lock()
-	l.leading, l.writable = true, true
-	l.mu.Unlock()
-	advance(f.renewDeadline - time.Millisecond)
-	if !allowed() || !entered() || gauge() != 1 {
-		t.Fatalf("renewed %s ago (deadline %s): allowed %v, entered %v, gauge %v; want all", f.renewDeadline-time.Millisecond, f.renewDeadline, allowed(), entered(), gauge())
-	}
-	// The process was stopped past the lease duration; its elector has
-	// not run since, so it still thinks it leads.
-	advance(f.leaseDuration)
-	if allowed() || entered() || gauge() != 0 {
-		t.Fatalf("after a pause past the lease: allowed %v, entered %v, gauge %v; want none", allowed(), entered(), gauge())
-	}
-	_, err = l.AllowWrite()
-	if !errors.Is(err, errNotLeader) || !strings.Contains(err.Error(), "not within the renew deadline 10s") {
-		t.Errorf("AllowWrite after the pause: %v; want errNotLeader naming the renew deadline", err)
-	}
-	// A renewal that succeeds again (no other replica took over) opens
-	// the fence; one sent before the pause does not.
-	l.renewedAt(l.now().Add(-f.leaseDuration), time.Time{})
-	if allowed() {
-		t.Fatal("a renewal sent before the pause reopened the fence")
-	}
-	l.renewedAt(l.now(), time.Time{})
-	if !allowed() || !entered() {
-		t.Fatal("a fresh renewal did not reopen the fence")
-	}
-}
-
-// TestFenceReleaseWaitsForWrites: the Lease is released (an update with
-// no holder) only after the fence is closed and every write let through
-// has its answer; a write that never gets one keeps the Lease held.
-func TestFenceReleaseWaitsForWrites(t *testing.T) {
-	f := leaderFlags{enabled: true, namespace: "ns", name: "lease", identity: "a",
-		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second}
-	l, err := newLeadership(f, config.Env{}, prometheus.NewRegistry(), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.renewedAt(time.Now(), time.Time{})
-	l.mu.Lock()
-	l.leading, l.writable = true, true
-	l.mu.Unlock()
-	done, err := l.AllowWrite()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	if err := l.closeFence(ctx); err == nil || !strings.Contains(err.Error(), "1 requests that change servers still in flight") {
-		t.Fatalf("closeFence with a write in flight: %v; want an error after the timeout", err)
-	}
-	if _, err := l.AllowWrite(); err == nil {
-		t.Fatal("a write was let through after closeFence")
-	}
-	released := make(chan error, 1)
-	go func() { released <- l.closeFence(t.Context()) }()
-	select {
-	case err := <-released:
-		t.Fatalf("closeFence returned (%v) while a write has no answer", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	done.Done(true)
-	select {
-	case err := <-released:
-		if err != nil {
-			t.Fatalf("closeFence after the last answer: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("closeFence did not return after the last write was answered")
-	}
 }
 
 // TestLeaderStopsWritingWhenRenewalsFail cuts the leader off from the
@@ -431,135 +298,5 @@ func TestNewLeaderCountsAnOldLeadersLateCreate(t *testing.T) {
 	}
 	if code := a.wait(30 * time.Second); code != exitFailure {
 		t.Errorf("replica a exited with %d; want 1 (lost the Lease)", code)
-	}
-}
-
-// TestReleaseWaitsOutAWriteWithoutAnswer: a write that ended without an
-// answer (a timeout after it was written) may still be carried out by the
-// API: the fence stays closed, and the Lease unreleased, for the write
-// grace after it ended; a write answered, or never written, holds nothing.
-func TestReleaseWaitsOutAWriteWithoutAnswer(t *testing.T) {
-	f := leaderFlags{enabled: true, namespace: "ns", name: "lease", identity: "a",
-		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second, writeGrace: 300 * time.Millisecond}
-	l, err := newLeadership(f, config.Env{}, prometheus.NewRegistry(), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.renewedAt(time.Now(), time.Now().Round(0))
-	l.mu.Lock()
-	l.leading, l.writable = true, true
-	l.mu.Unlock()
-	answered, err := l.AllowWrite()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lost, err := l.AllowWrite()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if left := time.Until(lost.Deadline); left < 13*time.Second || left > f.leaseDuration-f.writeMargin() {
-		t.Errorf("permit deadline in %s; want the lease duration less a tenth, 13.5s", left)
-	}
-	answered.Done(true)
-	lost.Done(false)
-	if err := lost.Check(); err != nil {
-		t.Errorf("Check with the fence open: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
-	if err := l.closeFence(ctx); err == nil {
-		t.Fatal("closeFence returned at once although a write without answer may still take effect")
-	}
-	if err := lost.Check(); err == nil {
-		t.Error("Check after closeFence let a write on")
-	}
-	start := time.Now()
-	if err := l.closeFence(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if waited := time.Since(start); waited < 100*time.Millisecond {
-		t.Errorf("closeFence waited %s; want until the write grace after the lost write (300ms)", waited)
-	}
-}
-
-// TestPermitCheckFollowsTheLease: a permit may be written until the Lease's
-// expiry less a tenth of its duration after the last renewal, by the
-// leader's clock, and only while the fence is open.
-func TestPermitCheckFollowsTheLease(t *testing.T) {
-	f := leaderFlags{enabled: true, namespace: "ns", name: "lease", identity: "a",
-		leaseDuration: 10 * time.Second, renewDeadline: 5 * time.Second, retryPeriod: time.Second, writeGrace: time.Second}
-	l, err := newLeadership(f, config.Env{}, prometheus.NewRegistry(), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	now := time.Now()
-	l.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	l.renewedAt(l.now(), time.Time{})
-	l.mu.Lock()
-	l.leading, l.writable = true, true
-	l.mu.Unlock()
-	p, err := l.AllowWrite()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Done(true)
-	advance(8*time.Second + 999*time.Millisecond)
-	if err := p.Check(); err != nil {
-		t.Errorf("Check 8.999s after the renewal (lease 10s, margin 1s): %v", err)
-	}
-	if _, err := l.AllowWrite(); err == nil {
-		t.Error("a new write was let through past the renew deadline")
-	}
-	advance(time.Millisecond)
-	if err := p.Check(); err == nil || !strings.Contains(err.Error(), "may expire before the write is carried out") {
-		t.Errorf("Check 9s after the renewal: %v; want a refusal", err)
-	}
-}
-
-// TestTakeOverWaitsAfterARestartWithTheSameIdentity: a container restart
-// keeps the pod's name, so the new process finds the Lease held by its
-// own identity; the previous process's writes may still be carried out,
-// so it takes the Lease over with the write grace, as from another
-// replica. Its own later renewals are no take-over.
-func TestTakeOverWaitsAfterARestartWithTheSameIdentity(t *testing.T) {
-	f := leaderFlags{enabled: true, namespace: "ns", name: "lease", identity: "a",
-		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second, writeGrace: time.Second}
-	l, err := newLeadership(f, config.Env{}, prometheus.NewRegistry(), zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube := kubefake.NewClientset()
-	lock := &fencedLock{Interface: &resourcelock.LeaseLock{
-		LeaseMeta: metav1.ObjectMeta{Name: "lease", Namespace: "ns"}, Client: kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: "a"},
-	}, l: l}
-	ctx := t.Context()
-	held := resourcelock.LeaderElectionRecord{HolderIdentity: "a", LeaseDurationSeconds: 15,
-		AcquireTime: metav1.Now(), RenewTime: metav1.Now()}
-	// The previous process of this pod holds it.
-	if err := lock.Interface.Create(ctx, held); err != nil {
-		t.Fatal(err)
-	}
-	renew := func() bool {
-		t.Helper()
-		if _, _, err := lock.Get(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := lock.Update(ctx, held); err != nil {
-			t.Fatal(err)
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		took := l.tookOver
-		l.tookOver = false
-		return took
-	}
-	if !renew() {
-		t.Error("the first acquisition of a Lease held by this identity before a restart is no take-over; want one")
-	}
-	if renew() {
-		t.Error("a renewal by this process counted as a take-over")
 	}
 }

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/fencedleader"
+)
+
+// leaseGuard keeps a command that writes outside the election (scale,
+// cleanup) from writing beside a serve leader: with a kubeconfig at hand
+// (--kubeconfig or $KUBECONFIG) it reads serve's Lease and refuses while
+// a live holder has it.
+type leaseGuard struct {
+	kubeconfig, namespace, name string
+	ignore                      bool
+}
+
+func registerLeaseGuard(fs *flag.FlagSet) *leaseGuard {
+	g := &leaseGuard{}
+	fs.StringVar(&g.kubeconfig, "kubeconfig", "", "kubeconfig `file` to read serve's leader Lease with (empty: the file $KUBECONFIG names; neither: the Lease is not read)")
+	fs.StringVar(&g.namespace, "leader-elect-resource-namespace", "", "namespace of serve's Lease (empty: $POD_NAMESPACE, else kube-system)")
+	fs.StringVar(&g.name, "leader-elect-resource-name", "hcloudscale", "name of serve's Lease")
+	fs.BoolVar(&g.ignore, "ignore-leader", false, "write even while a serve replica holds the Lease and may be writing too")
+	return g
+}
+
+// check returns an error naming the holder while serve's Lease is held;
+// nil without a kubeconfig, with --ignore-leader, or when no live holder
+// has it.
+func (g *leaseGuard) check(ctx context.Context, env config.Env) error {
+	if g.ignore {
+		return nil
+	}
+	path := g.kubeconfig
+	if path == "" && env.Lookup != nil {
+		path, _ = env.Lookup("KUBECONFIG")
+	}
+	if path == "" {
+		return nil
+	}
+	client, err := newKubeClient(path, env)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig: %w (or pass --ignore-leader)", err)
+	}
+	lc, err := leaderConfig(fencedleader.Config{Namespace: g.namespace, Identity: "-"}, env)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h, err := fencedleader.LiveHolder(ctx, client, lc.Namespace, g.name)
+	if err != nil {
+		return fmt.Errorf("%w; cannot tell whether serve's leader is writing (or pass --ignore-leader)", err)
+	}
+	if h != nil {
+		return fmt.Errorf("serve's leader %q holds Lease %s/%s (renewed %s ago, held %s more) and may be writing: "+
+			"stop it or scale it to zero first, or pass --ignore-leader", h.Holder, lc.Namespace, g.name,
+			time.Since(h.Renewed).Round(time.Second), h.Left.Round(time.Second))
+	}
+	return nil
+}

@@ -1,0 +1,220 @@
+package fencedleader
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/hcloudtest"
+)
+
+// newCluster returns a Cluster of one pool (0-5 servers) on api whose
+// fence is lead, with hcloud-go's retries 1ms apart.
+func newCluster(t *testing.T, api *hcloudtest.Server, lead *Leader) *hcloudscale.Cluster {
+	t.Helper()
+	doc := `{"nodeConfigs": {"workers": {"cloudInit": "#cloud-config\n"}}}`
+	cfg, err := config.Load(config.MapEnv(map[string]string{
+		config.EnvToken:         api.Token(),
+		config.EnvEndpoint:      api.URL(),
+		config.EnvClusterConfig: base64.StdEncoding.EncodeToString([]byte(doc)),
+	}, nil), []string{"0:5:cpx31:fsn1:workers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := hcloudscale.New(t.Context(), cfg, hcloudscale.WithFence(lead), hcloudscale.WithResumeWhen(lead.Leading),
+		hcloudscale.WithPollInterval(5*time.Millisecond),
+		hcloudscale.WithClientOptions(hcloud.WithRetryOpts(hcloud.RetryOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond), MaxRetries: 3})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// TestGatewayAnswerIsNoAnswer: a create answered by a gateway's 502 may
+// still be carried out by the API (hcloud-go sends it again for that
+// reason). The leader handed over at once after it must keep the Lease
+// for the write grace after that answer; it released it at once.
+func TestGatewayAnswerIsNoAnswer(t *testing.T) {
+	for _, status := range []int{502, 503, 504} {
+		api := hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(0))
+		t.Cleanup(api.Close)
+		leases := released()
+		kube, _ := leases.client(1)
+		cfg := testConfig("a")
+		cfg.WriteGrace = time.Second
+		lead, err := New(cfg, kube)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newCluster(t, api, lead)
+		if err := lead.Start(t.Context(), lead.ClusterHooks(c)); err != nil {
+			t.Fatal(err)
+		}
+		if !waitFor(5*time.Second, lead.Leading) {
+			t.Fatal("a does not lead")
+		}
+		api.FailRequest("POST /servers", 1, hcloudtest.RequestFault{Status: status})
+		if err := c.Pool("workers").IncreaseSize(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		if !waitFor(5*time.Second, func() bool { return api.Count("POST /servers") >= 2 }) {
+			t.Fatalf("%d: the create was not sent again", status)
+		}
+		var answered time.Time
+		for _, r := range api.Requests() {
+			if r.Template == "POST /servers" && r.Status == status {
+				answered = r.Time
+			}
+		}
+		lead.HandOver(10 * time.Second)
+		releasedAt := leases.acquired("", answered)
+		if held := releasedAt.Sub(answered); held < cfg.WriteGrace {
+			t.Errorf("%d: the Lease was released %s after the gateway's answer; want the write grace %s at least", status, held.Round(time.Millisecond), cfg.WriteGrace)
+		}
+	}
+}
+
+// TestRecreatedLeaseIsATakeOver: the Lease is deleted while its holder
+// is cut off from the API server and still writes. The standby creates
+// it anew; the old holder is unknown to it, so it must wait the lease
+// duration and the write grace before it lists and writes. It led at once.
+func TestRecreatedLeaseIsATakeOver(t *testing.T) {
+	api := released()
+	clientA, linkA := api.client(1)
+	clientB, _ := api.client(2)
+	a := startLeader(t, testConfig("a"), clientA, Hooks{})
+	if !waitFor(5*time.Second, a.Leading) {
+		t.Fatal("a does not lead")
+	}
+	var (
+		mu     sync.Mutex
+		listed time.Time
+	)
+	b := startLeader(t, testConfig("b"), clientB, Hooks{BeforeLeading: func(context.Context) error {
+		mu.Lock()
+		listed = time.Now()
+		mu.Unlock()
+		return nil
+	}})
+	if !waitFor(5*time.Second, func() bool { return b.Holder() == "a" }) {
+		t.Fatal("b does not see a lead")
+	}
+	linkA.cut.Store(true)
+	permit, err := a.AllowWrite()
+	if err != nil {
+		t.Fatalf("a right after the cut: %v", err)
+	}
+	permit.Done(true)
+	deleted := time.Now()
+	api.delete()
+	if !waitFor(10*time.Second, b.Leading) {
+		t.Fatal("b does not lead")
+	}
+	created := api.acquired("b", deleted)
+	mu.Lock()
+	defer mu.Unlock()
+	cfg := testConfig("b")
+	if waited := listed.Sub(created); waited < cfg.LeaseDuration+cfg.WriteGrace {
+		t.Errorf("b listed %s after it created the Lease; want the lease duration and the write grace, %s", waited.Round(time.Millisecond), cfg.LeaseDuration+cfg.WriteGrace)
+	}
+	if !permit.Deadline.Add(cfg.WriteGrace).Before(listed) {
+		t.Errorf("b listed %s before a's last write could no longer be carried out", permit.Deadline.Add(cfg.WriteGrace).Sub(listed).Round(time.Millisecond))
+	}
+}
+
+// TestSameIdentityRefusesToLead: two replicas started with the same
+// identity. Each took the other's renewals for its own and both led; now
+// a renewal this process did not make stops it for good, loudly, and the
+// two never lead at once.
+func TestSameIdentityRefusesToLead(t *testing.T) {
+	api := released()
+	client1, _ := api.client(1)
+	client2, _ := api.client(2)
+	first := startLeader(t, testConfig("a"), client1, Hooks{})
+	if !waitFor(5*time.Second, first.Leading) {
+		t.Fatal("the first does not lead")
+	}
+	second := startLeader(t, testConfig("a"), client2, Hooks{})
+	var both atomic.Int64
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if first.Leading() && second.Leading() {
+			both.Add(1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := both.Load(); n > 0 {
+		t.Errorf("both replicas led at %d samples", n)
+	}
+	refused := 0
+	for _, l := range []*Leader{first, second} {
+		select {
+		case <-l.Lost():
+			if !errors.Is(l.Err(), ErrSameIdentity) {
+				t.Errorf("lost with %v; want ErrSameIdentity", l.Err())
+			}
+			refused++
+		default:
+		}
+	}
+	if refused == 0 {
+		t.Error("neither replica noticed the other's renewals")
+	}
+}
+
+// TestTakeOverWaitsAfterARestartWithTheSameIdentity: a container restart
+// keeps the pod's name, so the new process finds the Lease held under its
+// own identity by a process it cannot know is gone: it waits the lease
+// duration and the write grace, as after a created Lease. Its own later
+// renewals are no take-over, and a released Lease needs no wait.
+func TestTakeOverWaitsAfterARestartWithTheSameIdentity(t *testing.T) {
+	cfg := testConfig("a")
+	for _, c := range []struct {
+		name   string
+		holder string
+		want   time.Duration
+	}{
+		{"held under this identity", "a", cfg.LeaseDuration + cfg.WriteGrace},
+		{"held by another replica", "b", cfg.WriteGrace},
+		{"released", "", 0},
+	} {
+		l := newTestLeader(t, cfg)
+		lock := l.lockFor(l.client)
+		ctx := t.Context()
+		rec, _, err := lock.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.HolderIdentity = c.holder
+		if err := lock.Interface.Update(ctx, *rec); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []time.Duration{c.want, 0} {
+			if _, _, err := lock.Get(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mine := *rec
+			mine.HolderIdentity, mine.RenewTime = "a", metav1.Now()
+			if err := lock.Update(ctx, mine); err != nil {
+				t.Fatal(err)
+			}
+			l.mu.Lock()
+			got := l.lease.wait
+			l.lease.wait = 0
+			l.mu.Unlock()
+			if got != want {
+				t.Errorf("%s: write %d of this process: wait %s; want %s", c.name, i+1, got, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package fencedleader
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// leaseState is what the lock saw of the Lease and wrote to it; guarded
+// by the Leader's mu.
+type leaseState struct {
+	// observed is the holder in the last Lease read or written.
+	observed string
+	// wrote: a write of this process under its identity succeeded.
+	wrote bool
+	// sent holds the renew times of the last writes this process sent
+	// under its identity, answered or not: a Lease renewed under this
+	// identity at another time was renewed by another process.
+	sent []time.Time
+	// conflict: another process renews under this identity.
+	conflict error
+	// acquiredAt and wait: this process acquired the Lease at
+	// acquiredAt (its clock) and must wait that long before it lists
+	// and writes, for the writes of a holder that did not release it.
+	acquiredAt time.Time
+	wait       time.Duration
+}
+
+// madeLocked reports whether this process sent a write with renew time t.
+// The Lease keeps microseconds.
+func (s *leaseState) madeLocked(t time.Time) bool {
+	t = t.Truncate(time.Microsecond)
+	return slices.ContainsFunc(s.sent, func(u time.Time) bool { return u.Truncate(time.Microsecond).Equal(t) })
+}
+
+// fencedLock is the Lease lock of the elector. It records when each
+// successful acquire or renewal of this replica was sent, which is what
+// the fence measures against; it tells a take-over from a renewal and a
+// Lease renewed by another process under this identity; and it holds a
+// release back until the fence is closed and every write let through has
+// its answer.
+type fencedLock struct {
+	resourcelock.Interface
+	l *Leader
+}
+
+// Get reads the Lease. A Lease held under this identity that this
+// process did not renew as it is ends leadership for good.
+func (f *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := f.Interface.Get(ctx)
+	l := f.l
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lease.conflict != nil {
+		return nil, nil, l.lease.conflict
+	}
+	if err != nil || rec == nil {
+		return rec, raw, err
+	}
+	if rec.HolderIdentity == l.cfg.Identity && l.lease.wrote && !l.lease.madeLocked(rec.RenewTime.Time) {
+		l.lease.conflict = fmt.Errorf("%w (%s): the Lease was renewed at %s, and not by this process: give every replica an identity of its own",
+			ErrSameIdentity, l.cfg.Identity, rec.RenewTime.UTC().Format(time.RFC3339Nano))
+		l.log.Error("refusing to lead", zap.Error(l.lease.conflict))
+		l.endTermLocked(l.lease.conflict, true)
+		return nil, nil, l.lease.conflict
+	}
+	l.lease.observed = rec.HolderIdentity
+	return rec, raw, nil
+}
+
+// Create makes the Lease. Its previous holder, if it was deleted, is
+// unknown and may still write: the creator waits the lease duration and
+// the write grace before it leads.
+func (f *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	l := f.l
+	sent, wall := l.now(), time.Now().Round(0)
+	l.sending(rec)
+	if err := f.Interface.Create(ctx, rec); err != nil {
+		return err
+	}
+	if rec.HolderIdentity == l.cfg.Identity {
+		l.mu.Lock()
+		l.acquiredLocked("", l.cfg.LeaseDuration+l.cfg.WriteGrace, "created the Lease: a holder of a deleted Lease may still write")
+		l.mu.Unlock()
+		l.renewedAt(sent, wall)
+	}
+	return nil
+}
+
+// Update renews, takes over or (with no holder) releases the Lease.
+func (f *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	l := f.l
+	if rec.HolderIdentity == "" {
+		// client-go releases the Lease: after Stop, or after renewals
+		// failed for the renew deadline.
+		l.mu.Lock()
+		conflict := l.lease.conflict
+		l.mu.Unlock()
+		if conflict != nil {
+			return fmt.Errorf("not releasing the Lease: %w", conflict)
+		}
+		if err := l.closeFence(ctx); err != nil {
+			return fmt.Errorf("not releasing the Lease: %w", err)
+		}
+		return f.Interface.Update(ctx, rec)
+	}
+	sent, wall := l.now(), time.Now().Round(0)
+	l.sending(rec)
+	if err := f.Interface.Update(ctx, rec); err != nil {
+		return err
+	}
+	if rec.HolderIdentity != l.cfg.Identity {
+		return nil
+	}
+	l.mu.Lock()
+	switch prev := l.lease.observed; {
+	case prev == l.cfg.Identity && !l.lease.wrote:
+		// Held under this identity by a process that is not this one:
+		// a container restarted with its pod's name, or a second
+		// replica with the same identity. It may still write.
+		l.acquiredLocked(prev, l.cfg.LeaseDuration+l.cfg.WriteGrace, "took the Lease over from a process with this identity")
+	case prev != "" && prev != l.cfg.Identity:
+		// Expired: its holder's permits ended before this update was
+		// sent; what it wrote may be carried out within the grace.
+		l.acquiredLocked(prev, l.cfg.WriteGrace, "took the Lease over from "+prev)
+	default:
+		l.acquiredLocked(prev, 0, "")
+	}
+	l.mu.Unlock()
+	l.renewedAt(sent, wall)
+	return nil
+}
+
+// sending records the renew time of a write under this identity.
+func (l *Leader) sending(rec resourcelock.LeaderElectionRecord) {
+	if rec.HolderIdentity != l.cfg.Identity {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lease.sent = append(l.lease.sent, rec.RenewTime.Time)
+	if n := len(l.lease.sent); n > 16 {
+		l.lease.sent = slices.Delete(l.lease.sent, 0, n-16)
+	}
+}
+
+// acquiredLocked records a successful write under this identity that
+// followed a Lease held by prev; wait > 0 marks an acquisition that must
+// wait before leading.
+func (l *Leader) acquiredLocked(prev string, wait time.Duration, why string) {
+	renewal := l.lease.wrote && prev == l.cfg.Identity
+	l.lease.wrote = true
+	l.lease.observed = l.cfg.Identity
+	if renewal {
+		return
+	}
+	l.lease.acquiredAt, l.lease.wait = l.now(), wait
+	if wait > 0 {
+		l.log.Info(why+": waiting before listing and writing", zap.Duration("wait", wait))
+	}
+}
