@@ -641,6 +641,23 @@ func TestRepairDeletesANodeThatIsNotReadyWithoutADrain(t *testing.T) {
 	}
 	e.mu.Lock()
 	e.refuse["app-on-"+sick] = true // a drain would be held for ever
+	e.joins = false                 // the replacement's node registers late
+	e.mu.Unlock()
+	// Surge first: the replacement runs, but until its node is Ready the
+	// old server stays.
+	e.run(300, 2, 1, func() bool { return len(e.running()) == 3 })
+	for range 20 {
+		if _, err := e.ctrl.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		_ = e.cluster.Refresh(context.Background())
+		e.kubelet()
+		if !containsName(e.all(), sick) {
+			t.Fatal("the old server was deleted before its replacement's node registered")
+		}
+	}
+	e.mu.Lock()
+	e.joins = true
 	e.mu.Unlock()
 	e.run(300, 2, 1, func() bool { return !containsName(e.all(), sick) && len(e.running()) == 2 && !e.protected() })
 	e.mu.Lock()

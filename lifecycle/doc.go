@@ -1,9 +1,10 @@
 // Package lifecycle keeps the nodes of an hcloudscale.Cluster current: it
 // replaces the nodes that drifted from their pool's configuration, aged
-// past the pool's expireAfter, have not been Ready for its repairAfter,
-// or belong to a pool removed from the configuration, one budgeted step at a time, surge-first and drained
-// through the Eviction API. The rules, and what the Cluster Autoscaler does
-// meanwhile, are in docs/keeping-nodes-current.md.
+// past the pool's expireAfter, have not been Ready for its repairAfter, or
+// belong to a pool removed from the configuration, one budgeted step at a
+// time, surge-first and drained through the Eviction API. The rules, and
+// what the Cluster Autoscaler does meanwhile, are in
+// docs/keeping-nodes-current.md.
 //
 // # One replacement
 //

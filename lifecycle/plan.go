@@ -105,7 +105,7 @@ type world struct {
 	price   func(serverType, location string) (float64, bool)
 
 	stops map[string]stopSeen // lastStop's answers, by pool
-	// health is health's answer, once asked.
+	// health is clusterHealth's answer, once asked in a plan.
 	health *health
 }
 

@@ -117,8 +117,6 @@ var notReadyTaints = map[string]bool{
 	"node.cloudprovider.kubernetes.io/uninitialized": true,
 }
 
-// ready reports whether a node is Ready and schedulable: what a
-// replacement must be before its old node is drained.
 // notReadySince returns since when n's Ready condition has not been True
 // (from the condition's last transition, else the node's creation);
 // false for a Ready node or none.
@@ -141,6 +139,8 @@ func notReadySince(n *corev1.Node) (time.Time, bool) {
 	return n.CreationTimestamp.Time, true
 }
 
+// ready reports whether a node is Ready and schedulable: what a
+// replacement must be before its old node is drained.
 func ready(n *corev1.Node) bool {
 	if n == nil || n.Spec.Unschedulable {
 		return false
