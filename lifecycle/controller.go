@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -35,8 +36,8 @@ type Controller struct {
 	m       *metrics
 
 	mu     sync.Mutex
-	drains map[int64]context.CancelFunc // by old server ID
-	seen   map[string]time.Time         // first sight of a replacement, by name
+	drains map[int64]*drainRun  // by old server ID
+	seen   map[string]time.Time // first sight of a replacement, by name
 	// deleted holds the old servers whose delete was accepted.
 	deleted map[int64]bool
 	// nodeLister is Run's informer's, once synced; nil: list from the API.
@@ -62,7 +63,7 @@ func New(cluster *hcloudscale.Cluster, client kubernetes.Interface, opts ...Opti
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Controller{cluster: cluster, client: client, o: o, m: m,
-		drains: map[int64]context.CancelFunc{}, seen: map[string]time.Time{}, deleted: map[int64]bool{}, ctx: ctx, cancel: cancel}, nil
+		drains: map[int64]*drainRun{}, seen: map[string]time.Time{}, deleted: map[int64]bool{}, ctx: ctx, cancel: cancel}, nil
 }
 
 // Close stops the drains in progress and waits for them. Their nodes stay
@@ -101,9 +102,7 @@ func (c *Controller) Plan(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := w.plan(w.index())
-	c.checkPods(ctx, p)
-	return p, nil
+	return c.planChecked(ctx, w, w.index()), nil
 }
 
 // Step reads the cluster's state, carries every replacement in progress
@@ -120,8 +119,7 @@ func (c *Controller) Step(ctx context.Context) (*Plan, error) {
 		return nil, err
 	}
 	inv := w.index()
-	p := w.plan(inv)
-	c.checkPods(ctx, p)
+	p := c.planChecked(ctx, w, inv)
 	c.m.observe(p, w)
 	if c.o.dryRun {
 		c.logPlan(p)
@@ -144,25 +142,38 @@ func (c *Controller) Step(ctx context.Context) (*Plan, error) {
 	return p, nil
 }
 
-// checkPods turns the steps that would start into blocked ones when a pod
-// on their node would hold the drain: it is marked not to be disrupted,
-// or a PodDisruptionBudget allows no disruption now. A repair has no
-// drain: its node is not Ready, and its pods cannot stop there.
-func (c *Controller) checkPods(ctx context.Context, p *Plan) {
-	for i := range p.Steps {
-		st := &p.Steps[i]
-		if st.State != StateStart || slices.Contains(st.Reasons, ReasonNotReady) {
-			continue // a node that is not Ready is not drained
+// planChecked plans w and checks the pods of each node that would start:
+// a node that a pod would hold (marked not to be disrupted, or under a
+// PodDisruptionBudget that allows no disruption now) is blocked and holds
+// no budget, so the plan is made again without it until every start is
+// clear. A repair has no drain: its node is not Ready, and its pods
+// cannot stop there.
+func (c *Controller) planChecked(ctx context.Context, w *world, inv *inventory) *Plan {
+	w.podBlocks = map[int64][]string{}
+	checked := map[int64]bool{}
+	for {
+		p := w.plan(inv)
+		again := false
+		for i := range p.Steps {
+			st := &p.Steps[i]
+			if st.State != StateStart || checked[st.ServerID] || slices.Contains(st.Reasons, ReasonNotReady) {
+				continue
+			}
+			checked[st.ServerID] = true
+			var held []string
+			blockers, err := nodedrain.Blockers(ctx, c.client, st.Node)
+			if err != nil {
+				held = append(held, "its pods could not be checked: "+err.Error())
+			}
+			for _, b := range blockers {
+				held = append(held, "pod "+b.String())
+			}
+			if len(held) > 0 {
+				w.podBlocks[st.ServerID], again = held, true
+			}
 		}
-		blockers, err := nodedrain.Blockers(ctx, c.client, st.Node)
-		if err != nil {
-			st.Blocked = append(st.Blocked, "its pods could not be checked: "+err.Error())
-		}
-		for _, b := range blockers {
-			st.Blocked = append(st.Blocked, "pod "+b.String())
-		}
-		if len(st.Blocked) > 0 {
-			st.State = StateBlocked
+		if !again {
+			return p
 		}
 	}
 }
@@ -331,6 +342,9 @@ func (c *Controller) stop(ctx context.Context, r *replacement, why, result strin
 	c.o.log.Warn("replacement stopped; the old node goes on serving", zap.String("pool", r.pool.name), zap.String("node", r.old.Name), zap.String("replacement", r.newName), zap.String("reason", why))
 	c.m.result(r.pool.name, result)
 	c.unprotect(ctx, r.newNode)
+	if result != "failed" {
+		defer c.settle(ctx, r)
+	}
 	if r.oldNode == nil {
 		return
 	}
@@ -347,6 +361,36 @@ func (c *Controller) stop(ctx context.Context, r *replacement, why, result strin
 		c.o.log.Warn("could not record the stop on the node", zap.String("node", r.old.Name), zap.Error(err))
 	}
 	c.event(r.oldNode, corev1.EventTypeWarning, "ReplacementStopped", "%s", why)
+}
+
+// settle decides what becomes of the replacement of a stopped drain, so
+// that the pool does not stay one node larger: one that holds nothing but
+// DaemonSet and mirror pods is deleted; one that took pods over stays as
+// an ordinary node (its protection lifted), for the autoscaler's
+// scale-down to judge like any other.
+func (c *Controller) settle(ctx context.Context, r *replacement) {
+	if r.newName == "" || r.newID == 0 || r.newPool == nil {
+		return
+	}
+	p := c.poolNamed(r.newPool.name)
+	if p == nil {
+		return
+	}
+	log := c.o.log.With(zap.String("pool", r.newPool.name), zap.String("replacement", r.newName))
+	pods, err := nodedrain.PodsToMove(ctx, c.client, r.newName)
+	switch {
+	case err != nil:
+		log.Warn("could not list the pods of the replacement; it stays", zap.Error(err))
+		return
+	case len(pods) > 0:
+		log.Info("the replacement runs pods: it stays as an ordinary node", zap.Int("pods", len(pods)))
+		return
+	}
+	if err := p.DeleteInstances(ctx, []string{fmt.Sprintf("hcloud://%d", r.newID)}); err != nil {
+		log.Warn("could not delete the unused replacement", zap.Error(err))
+		return
+	}
+	log.Info("the unused replacement is deleted")
 }
 
 // orphan undoes the mark of a node whose replacement is gone (deleted by
@@ -366,7 +410,23 @@ func (c *Controller) orphan(ctx context.Context, w *world, n *corev1.Node) {
 		}
 		return
 	}
+	// The drain may have stopped itself meanwhile: ask the node again.
+	c.cancelDrain(id)
+	now, err := c.client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	if m2, ok := markOf(now); !ok || m2 != m {
+		return
+	}
+	r.oldNode = now
 	c.stop(ctx, r, fmt.Sprintf("the replacement %s is gone", m.Replacement), "stopped")
+}
+
+// drainRun is a drain running in the background.
+type drainRun struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the drain has returned
 }
 
 // drain runs the drain of r's old node in the background, once per node.
@@ -377,7 +437,8 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	c.drains[r.old.ID] = cancel
+	run := &drainRun{cancel: cancel, done: make(chan struct{})}
+	c.drains[r.old.ID] = run
 	c.mu.Unlock()
 	rc := w.settings(r.pool)
 	timeout := rc.DrainTimeout - c.o.clock.Since(r.mark.Since)
@@ -387,15 +448,32 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 			delete(c.drains, r.old.ID)
 			c.mu.Unlock()
 			cancel()
+			close(run.done)
 		}()
 		c.runDrain(ctx, r, poolName, timeout)
 	})
 }
 
+// cancelDrain stops the drain of the old server with ID old, if one runs,
+// and waits until it has returned: no eviction of it follows.
+func (c *Controller) cancelDrain(old int64) {
+	c.mu.Lock()
+	run := c.drains[old]
+	c.mu.Unlock()
+	if run == nil {
+		return
+	}
+	run.cancel()
+	<-run.done
+}
+
 func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName string, timeout time.Duration) {
 	// Cordon again: after a restart between the mark and the cordon the
 	// node may still take pods.
-	err := nodedrain.Cordon(ctx, c.client, r.old.Name)
+	err := c.replacementLive(ctx, r)
+	if err == nil {
+		err = nodedrain.Cordon(ctx, c.client, r.old.Name)
+	}
 	switch {
 	case err != nil:
 	case timeout <= 0:
@@ -403,10 +481,11 @@ func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName stri
 	default:
 		o := c.o.drain
 		o.Timeout, o.Log = timeout, c.o.log.With(zap.String("pool", poolName))
+		o.Check = func(ctx context.Context) error { return c.replacementLive(ctx, r) }
 		err = nodedrain.Drain(ctx, c.client, r.old.Name, o)
 	}
-	if ctx.Err() != nil {
-		return // closed or no longer leading: the next leader carries on
+	if ctx.Err() != nil || errors.Is(err, errUnsure) {
+		return // closed, no longer leading, or unsure: the next step carries on
 	}
 	if err != nil {
 		c.stop(ctx, r, "the drain did not finish: "+err.Error(), "stopped")
@@ -421,10 +500,65 @@ func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName stri
 	c.deleteOld(ctx, r)
 }
 
-// deleteOld deletes the replaced server through its pool.
+// errUnsure is why replacementLive could not tell: the question is asked
+// again at the next step.
+var errUnsure = errors.New("could not check the replacement")
+
+// replacementLive returns nil when r's replacement may take the old
+// node's place now: its instance exists and is not being deleted, and
+// its node is Ready, schedulable and not being deleted. It reads the
+// pool's instances and the node afresh; it is asked before every
+// eviction and before the old server's delete. A node of a removed pool,
+// drained out without a replacement, needs none.
+func (c *Controller) replacementLive(ctx context.Context, r *replacement) error {
+	if r.newName == "" {
+		return nil
+	}
+	name := r.pool.name
+	if r.newPool != nil {
+		name = r.newPool.name
+	}
+	var in *pool.Instance
+	if p := c.poolNamed(name); p != nil {
+		for _, x := range p.Instances() {
+			if x.Name == r.newName {
+				in = &x
+				break
+			}
+		}
+	}
+	switch {
+	case in == nil:
+		return fmt.Errorf("the replacement %s is gone", r.newName)
+	case in.State == pool.Deleting:
+		return fmt.Errorf("the replacement %s is being deleted", r.newName)
+	case in.ServerID == 0 || in.Error != nil:
+		return fmt.Errorf("the replacement %s has no server that runs", r.newName)
+	}
+	n, err := c.client.CoreV1().Nodes().Get(ctx, r.newName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("the replacement %s has no node", r.newName)
+	case err != nil:
+		return fmt.Errorf("%w %s: %w", errUnsure, r.newName, err)
+	case !ready(n):
+		return fmt.Errorf("the node of the replacement %s is not Ready, cordoned or being deleted", r.newName)
+	}
+	return nil
+}
+
+// deleteOld deletes the replaced server through its pool, once its
+// replacement is still there and Ready; else the replacement stops.
 func (c *Controller) deleteOld(ctx context.Context, r *replacement) {
 	p := c.poolNamed(r.pool.name)
 	if p == nil {
+		return
+	}
+	if err := c.replacementLive(ctx, r); errors.Is(err, errUnsure) {
+		c.o.log.Warn("not deleting the replaced server yet", zap.String("node", r.old.Name), zap.Error(err))
+		return
+	} else if err != nil {
+		c.stop(ctx, r, "the old server was not deleted: "+err.Error(), "stopped")
 		return
 	}
 	if err := p.DeleteInstances(ctx, []string{r.old.ProviderID()}); err != nil {
@@ -455,8 +589,8 @@ func (c *Controller) deleteOld(ctx context.Context, r *replacement) {
 func (c *Controller) stopDrains() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, cancel := range c.drains {
-		cancel()
+	for _, run := range c.drains {
+		run.cancel()
 	}
 }
 

@@ -28,7 +28,17 @@
 // create failed, is deleted and the old node left as it is; a drain that
 // does not finish within drainTimeout uncordons the old node. Both leave a
 // Stop (StoppedAnnotation) on the old node, and the pool starts nothing
-// new for retryAfter. A node of a removed pool is drained out without a
+// new for retryAfter. A stopped drain deletes its replacement when that
+// holds nothing but DaemonSet and mirror pods, and otherwise keeps it as
+// an ordinary node for the autoscaler's scale-down to judge.
+//
+// Each step re-checks what it stands on: before every eviction and before
+// the old server's delete, the replacement must exist, be Ready and
+// schedulable and not be being deleted (by its pool, in Hetzner, or as
+// its Node: a deletion timestamp or the autoscaler's
+// ToBeDeletedByClusterAutoscaler taint). A replacement being deleted is
+// never one; when it goes mid-drain, the drain stops at once and the old
+// node is uncordoned. A node of a removed pool is drained out without a
 // replacement (its pods move to the other pools, the autoscaler scaling
 // them up) when the cluster's replace.removedPools is set.
 //
@@ -46,7 +56,8 @@
 // the cluster fewer than replace.maxInFlight; its pool's last stop is
 // older than retryAfter; the surge fits maxSurge; its server runs and its
 // node is Ready and not cordoned by someone else; and no pod on it would
-// hold the drain (nodedrain.Blockers). Plan reports what holds each node.
+// hold the drain (nodedrain.Blockers). Plan reports what holds each node;
+// a node that cannot start holds no slot of maxInFlight.
 //
 // # State
 //

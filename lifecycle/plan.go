@@ -105,6 +105,9 @@ type world struct {
 	price   func(serverType, location string) (float64, bool)
 
 	stops map[string]stopSeen // lastStop's answers, by pool
+	// podBlocks holds what pods hold on a node's drain, by server ID:
+	// the Controller's answers for the nodes a plan would start.
+	podBlocks map[int64][]string
 	// health is clusterHealth's answer, once asked in a plan.
 	health *health
 }
@@ -168,8 +171,8 @@ func (w *world) index() *inventory {
 // replacementsOf finds the replacements pv's claims and servers are.
 func (w *world) replacementsOf(inv *inventory, pv *poolView) {
 	for _, in := range pv.instances {
-		if in.Replaces <= 0 {
-			continue
+		if in.Replaces <= 0 || in.State == pool.Deleting {
+			continue // a replacement being deleted replaces nothing
 		}
 		old, ok := inv.servers[in.Replaces]
 		r := &replacement{old: servercache.Server{ID: in.Replaces}, newName: in.Name, newID: in.ServerID, newPool: pv, failed: in.Error}
@@ -434,6 +437,7 @@ func (w *world) decide(c candidate, inFlight, started map[string]int, total int)
 		w.repairBlocks(c, block)
 	} else {
 		w.nodeBlocks(c, block)
+		st.Blocked = append(st.Blocked, w.podBlocks[c.server.ID]...)
 	}
 	if slices.Contains(c.reasons, "drift:"+config.DriftNodeTaints) && replacesOf(c.server, config.LabelReplaces) != 0 {
 		// A replacement came up without the taint: another would too.
