@@ -554,6 +554,9 @@ func (c *Controller) deleteOld(ctx context.Context, r *replacement) {
 	if p == nil {
 		return
 	}
+	if r.mark.Repair && c.cameBack(ctx, r) {
+		return
+	}
 	if err := c.replacementLive(ctx, r); errors.Is(err, errUnsure) {
 		c.o.log.Warn("not deleting the replaced server yet", zap.String("node", r.old.Name), zap.Error(err))
 		return
@@ -583,6 +586,33 @@ func (c *Controller) deleteOld(ctx context.Context, r *replacement) {
 		c.event(r.oldNode, corev1.EventTypeNormal, "Replaced", "%s; replaced by %s", how, r.newName)
 	}
 	c.m.result(r.pool.name, "done")
+}
+
+// cameBack asks, before each delete of a node being repaired, whether its
+// node is Ready again: then it is marked to be drained (the next step
+// drains it) and true is returned; true too when the node could not be
+// read. A node that is gone, or still not Ready, may be deleted.
+func (c *Controller) cameBack(ctx context.Context, r *replacement) bool {
+	n, err := c.client.CoreV1().Nodes().Get(ctx, r.old.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false
+	case err != nil:
+		c.o.log.Warn("not deleting the node being repaired: it could not be read", zap.String("node", r.old.Name), zap.Error(err))
+		return true
+	case !kubeletReady(n):
+		return false
+	}
+	mark := Mark{Replacement: r.newName, Phase: PhaseDraining, Since: c.o.clock.Now()}
+	v := encode(mark)
+	if err := c.annotate(ctx, n.Name, map[string]*string{ReplacementAnnotation: &v}); err != nil {
+		c.o.log.Warn("could not mark the node that came back for a drain", zap.String("node", n.Name), zap.Error(err))
+		return true
+	}
+	r.mark, r.phase = mark, PhaseDraining
+	c.o.log.Info("the node being repaired is Ready again: draining it instead of deleting it", zap.String("pool", r.pool.name), zap.String("node", n.Name))
+	c.event(n, corev1.EventTypeNormal, "RepairDraining", "the node is Ready again: drained before its delete")
+	return true
 }
 
 // stopDrains cancels the drains in progress (the process no longer leads).

@@ -44,7 +44,8 @@
 //
 // A repair (ReasonNotReady) is not drained: once its replacement is Ready
 // the old node, still not Ready, is cordoned and its server deleted, as
-// its pods cannot stop there. It is not held by the windows, nor by pods
+// its pods cannot stop there. Before each attempt to delete it the repair
+// asks again: a node Ready again is drained instead. It is not held by the windows, nor by pods
 // or budgets, but by the cluster's replace.repairMaxUnhealthy: no repair
 // starts while more nodes than that are unhealthy.
 //
