@@ -110,14 +110,20 @@ func (c *Controller) Plan(ctx context.Context) (*Plan, error) {
 // and windows allow. With WithDryRun it only plans. It returns the plan it
 // acted on; nil when it does not lead.
 func (c *Controller) Step(ctx context.Context) (*Plan, error) {
-	if !c.o.leads() {
+	lead := c.o.lead()
+	if !c.o.leads() || lead == nil || lead.Err() != nil {
 		c.stopDrains()
 		return nil, nil
 	}
+	// Every write of this step ends the moment leadership does.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(lead, cancel)()
 	w, err := c.observe(ctx)
 	if err != nil {
 		return nil, err
 	}
+	w.lead = lead
 	inv := w.index()
 	p := c.planChecked(ctx, w, inv)
 	c.m.observe(p, w)
@@ -437,6 +443,10 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
+	untie := func() bool { return false }
+	if w.lead != nil {
+		untie = context.AfterFunc(w.lead, cancel) // leadership ended: stop at once
+	}
 	run := &drainRun{cancel: cancel, done: make(chan struct{})}
 	c.drains[r.old.ID] = run
 	c.mu.Unlock()
@@ -447,6 +457,7 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 			c.mu.Lock()
 			delete(c.drains, r.old.ID)
 			c.mu.Unlock()
+			untie()
 			cancel()
 			close(run.done)
 		}()
@@ -481,10 +492,15 @@ func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName stri
 	default:
 		o := c.o.drain
 		o.Timeout, o.Log = timeout, c.o.log.With(zap.String("pool", poolName))
-		o.Check = func(ctx context.Context) error { return c.replacementLive(ctx, r) }
+		o.Check = func(ctx context.Context) error {
+			if !c.o.leads() {
+				return context.Canceled // the next leader carries on
+			}
+			return c.replacementLive(ctx, r)
+		}
 		err = nodedrain.Drain(ctx, c.client, r.old.Name, o)
 	}
-	if ctx.Err() != nil || errors.Is(err, errUnsure) {
+	if ctx.Err() != nil || errors.Is(err, errUnsure) || errors.Is(err, context.Canceled) {
 		return // closed, no longer leading, or unsure: the next step carries on
 	}
 	if err != nil {

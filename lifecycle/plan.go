@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -110,6 +111,9 @@ type world struct {
 	podBlocks map[int64][]string
 	// health is clusterHealth's answer, once asked in a plan.
 	health *health
+	// lead ends when this process stops leading (WithLeaderContext); the
+	// drains a step starts end with it. Nil in a plan.
+	lead context.Context
 }
 
 // health counts the nodes of the cluster's servers: those with a node,

@@ -157,7 +157,8 @@ func runLifecycle(ctx context.Context, f *replaceFlags, client kubernetes.Interf
 	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hcloudscale"})
 	opts = append(opts, lifecycle.WithLogger(b.log), lifecycle.WithDryRun(f.dryRun), lifecycle.WithInterval(f.interval),
-		lifecycle.WithEventRecorder(rec), lifecycle.WithLeader(func() bool { return b.lead == nil || b.lead.leads() }))
+		lifecycle.WithEventRecorder(rec), lifecycle.WithLeader(func() bool { return b.lead == nil || b.lead.leads() }),
+		lifecycle.WithLeaderContext(b.lead.leaderContext))
 	ctrl, err := lifecycle.New(b.cluster, client, opts...)
 	if err != nil {
 		bc.Shutdown()
