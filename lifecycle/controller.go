@@ -40,6 +40,9 @@ type Controller struct {
 	seen   map[string]time.Time // first sight of a replacement, by name
 	// deleted holds the old servers whose delete was accepted.
 	deleted map[int64]bool
+	// notStarted holds, by node, the cause of the last
+	// ReplacementNotStarted Event: it is recorded once per cause.
+	notStarted map[string]string
 	// nodeLister is Run's informer's, once synced; nil: list from the API.
 	nodeLister corelisters.NodeLister
 	wg         sync.WaitGroup
@@ -63,7 +66,7 @@ func New(cluster *hcloudscale.Cluster, client kubernetes.Interface, opts ...Opti
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Controller{cluster: cluster, client: client, o: o, m: m,
-		drains: map[int64]*drainRun{}, seen: map[string]time.Time{}, deleted: map[int64]bool{}, ctx: ctx, cancel: cancel}, nil
+		drains: map[int64]*drainRun{}, seen: map[string]time.Time{}, deleted: map[int64]bool{}, notStarted: map[string]string{}, ctx: ctx, cancel: cancel}, nil
 }
 
 // Close stops the drains in progress and waits for them. Their nodes stay
@@ -131,6 +134,7 @@ func (c *Controller) Step(ctx context.Context) (*Plan, error) {
 		c.logPlan(p)
 		return p, nil
 	}
+	c.prune(inv, p)
 	for _, r := range inv.done {
 		c.unprotect(ctx, r.newNode)
 	}
@@ -235,7 +239,9 @@ func (c *Controller) start(ctx context.Context, w *world, st *Step) {
 	name, err := p.Surge(ctx, st.ServerID, w.settings(w.poolView(st.Pool)).MaxSurge)
 	if err != nil {
 		log.Warn("could not create the replacement", zap.Error(err))
-		c.event(node, corev1.EventTypeWarning, "ReplacementNotStarted", "could not create a replacement: %v", err)
+		if c.newCause(node.Name, err) {
+			c.event(node, corev1.EventTypeWarning, "ReplacementNotStarted", "could not create a replacement: %v", err)
+		}
 		return
 	}
 	mark := encode(Mark{Replacement: name, Phase: PhaseSurging, Since: c.o.clock.Now()})
@@ -245,6 +251,54 @@ func (c *Controller) start(ctx context.Context, w *world, st *Step) {
 	log.Info("replacement started", zap.String("replacement", name), zap.Bool("surge", st.Surge))
 	c.event(node, corev1.EventTypeNormal, "ReplacementStarted", "replacing the node (%v) with %s", st.Reasons, name)
 	c.m.result(st.Pool, "started")
+}
+
+// newCause reports whether err is another cause than the last one a
+// replacement of node could not start for, and remembers it.
+func (c *Controller) newCause(node string, err error) bool {
+	cause := err.Error()
+	for _, known := range []error{pool.ErrAboveMax, pool.ErrRemoved, pool.ErrOfferingUnavailable, pool.ErrClosed, pool.ErrFenced} {
+		if errors.Is(err, known) {
+			cause = known.Error() // the same cause, whatever the counts
+			break
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.notStarted[node] == cause {
+		return false
+	}
+	c.notStarted[node] = cause
+	return true
+}
+
+// prune forgets what the Controller remembers of replacements and nodes
+// that are no longer there or no longer due.
+func (c *Controller) prune(inv *inventory, p *Plan) {
+	names, due := map[string]bool{}, map[string]bool{}
+	for _, r := range inv.byOld {
+		names[r.newName] = true
+	}
+	for _, st := range p.Steps {
+		due[st.Node] = st.State != StateInProgress
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.seen {
+		if !names[name] {
+			delete(c.seen, name)
+		}
+	}
+	for id := range c.deleted {
+		if _, listed := inv.servers[id]; !listed {
+			delete(c.deleted, id)
+		}
+	}
+	for node := range c.notStarted {
+		if !due[node] {
+			delete(c.notStarted, node)
+		}
+	}
 }
 
 // advance carries one replacement in progress on.
@@ -287,7 +341,7 @@ func (c *Controller) surging(ctx context.Context, w *world, r *replacement) {
 // the pods of an unreachable node itself).
 func (c *Controller) takeOut(ctx context.Context, w *world, r *replacement) {
 	repair := slices.Contains(w.reasons(r.pool, &r.old), ReasonNotReady)
-	mark := Mark{Replacement: r.newName, Phase: PhaseDraining, Since: c.o.clock.Now()}
+	mark := Mark{Replacement: r.newName, Phase: PhaseDraining, Since: c.o.clock.Now(), KeepCordon: r.oldNode.Spec.Unschedulable}
 	msg, reason, event := "replacement is Ready: draining the old node", "DrainStarted", "replacement %s is Ready; draining"
 	if repair {
 		mark.Phase, mark.Repair = PhaseDeleting, true
@@ -356,7 +410,7 @@ func (c *Controller) stop(ctx context.Context, r *replacement, why, result strin
 	}
 	// Uncordon first: the mark stays until the node serves again, so a
 	// restart in between finds the replacement and ends it again.
-	if r.hasMark && r.mark.Phase != PhaseSurging {
+	if r.hasMark && r.mark.Phase != PhaseSurging && !r.mark.KeepCordon {
 		if err := nodedrain.Uncordon(ctx, c.client, r.oldNode.Name); err != nil {
 			c.o.log.Warn("could not uncordon the node; trying again at the next step", zap.String("node", r.old.Name), zap.Error(err))
 			return
@@ -619,7 +673,7 @@ func (c *Controller) cameBack(ctx context.Context, r *replacement) bool {
 	case !kubeletReady(n):
 		return false
 	}
-	mark := Mark{Replacement: r.newName, Phase: PhaseDraining, Since: c.o.clock.Now()}
+	mark := Mark{Replacement: r.newName, Phase: PhaseDraining, Since: c.o.clock.Now(), KeepCordon: r.mark.KeepCordon}
 	v := encode(mark)
 	if err := c.annotate(ctx, n.Name, map[string]*string{ReplacementAnnotation: &v}); err != nil {
 		c.o.log.Warn("could not mark the node that came back for a drain", zap.String("node", n.Name), zap.Error(err))

@@ -65,7 +65,8 @@ type Step struct {
 	Surge bool
 	// HourlyOld is the hourly net price of the server replaced, HourlyNew
 	// of its replacement, at current prices; PriceKnown is false when the
-	// catalogue has either price missing.
+	// catalogue has either price missing, and for a node of a removed
+	// pool, which gets no replacement (both prices 0).
 	HourlyOld, HourlyNew float64
 	PriceKnown           bool
 }
@@ -92,6 +93,7 @@ type poolView struct {
 	instances []pool.Instance
 	drift     map[int64][]pool.DriftReason
 	taints    []corev1.Taint // the pool's taints, for config.DriftNodeTaints
+	deleting  int            // instances being deleted: they count against max + maxSurge until gone
 	hourly    float64        // a new server's price; valid when priced
 	priced    bool
 }
@@ -450,8 +452,12 @@ func (w *world) decide(c candidate, inFlight, started map[string]int, total int)
 	if !pv.removed {
 		after := pv.target + started[pv.name] + 1
 		st.Surge = after > pv.max
-		if after > pv.max+rc.MaxSurge {
+		// As pool.Surge counts: a server counts until its delete ends.
+		switch {
+		case after > pv.max+rc.MaxSurge:
 			block("the pool is at its max size %d and may surge by %d (maxSurge)", pv.max, rc.MaxSurge)
+		case after+pv.deleting > pv.max+rc.MaxSurge:
+			block("the pool is at its max size %d and may surge by %d (maxSurge) once its %d deletes in flight end", pv.max, rc.MaxSurge, pv.deleting)
 		}
 	}
 	if len(st.Blocked) > 0 {
@@ -541,12 +547,12 @@ func (w *world) lastStop(pv *poolView) (Stop, bool) {
 }
 
 func (w *world) pricesOf(st *Step, pv *poolView, s *servercache.Server) {
-	if w.price == nil {
+	if w.price == nil || pv.removed {
 		return
 	}
 	old, okOld := w.price(s.ServerType, s.Location)
 	st.HourlyOld, st.HourlyNew = old, pv.hourly
-	st.PriceKnown = okOld && (pv.priced || pv.removed)
+	st.PriceKnown = okOld && pv.priced
 }
 
 func (w *world) serverByID(id int64) *servercache.Server {

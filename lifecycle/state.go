@@ -53,6 +53,9 @@ type Mark struct {
 	// Repair is set on a node repaired: deleted without a drain, as it
 	// was not Ready when its replacement was.
 	Repair bool `json:"repair,omitempty"`
+	// KeepCordon is set when the node was cordoned already (by someone
+	// else) when the lifecycle took it out: a stop leaves it cordoned.
+	KeepCordon bool `json:"keepCordon,omitempty"`
 }
 
 // Stop is the value of StoppedAnnotation.

@@ -188,3 +188,32 @@ func (e *env) daemonSetOnly(node string) {
 		e.t.Fatal(err)
 	}
 }
+
+// A stop leaves a node cordoned that a person cordoned before the
+// lifecycle took it out: only its own cordon is undone.
+func TestStopKeepsAPersonsCordon(t *testing.T) {
+	rc := map[string]any{"drift": []string{"user_data"}, "drainTimeout": "1s"}
+	e := newEnv(t, 1, rc)
+	old := e.running()[0]
+	e.mu.Lock()
+	e.refuse["app-on-"+old.Name] = true
+	e.joins = false
+	e.mu.Unlock()
+	e.reconfigure("#cloud-config\n# v2\n", rc, nil)
+	e.run(200, 1, 1, func() bool { return len(e.running()) == 2 })
+	n := e.node(old.Name)
+	n.Spec.Unschedulable = true // a person, while the replacement joins
+	if _, err := e.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.mu.Lock()
+	e.joins = true
+	e.mu.Unlock()
+	e.run(300, 1, 1, func() bool {
+		n := e.node(old.Name)
+		return n != nil && strings.Contains(n.Annotations[lifecycle.StoppedAnnotation], "drain did not finish")
+	})
+	if !e.node(old.Name).Spec.Unschedulable {
+		t.Error("the stop uncordoned a node a person had cordoned")
+	}
+}
