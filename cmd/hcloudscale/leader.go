@@ -174,6 +174,16 @@ func leaderConfig(c fencedleader.Config, env config.Env) (fencedleader.Config, e
 	return c, nil
 }
 
+// leaderContext is the leadership context the node lifecycle's
+// Kubernetes writes run under: done the moment this replica stops leading.
+// Without leader election (nil l) it never ends.
+func (l *leadership) leaderContext() context.Context {
+	if l == nil {
+		return context.Background()
+	}
+	return l.Context()
+}
+
 // leads reports whether this replica may change servers now.
 func (l *leadership) leads() bool { return l == nil || l.Leading() }
 
