@@ -145,23 +145,29 @@ func (r *rollout) evict(a k8stesting.Action) (bool, runtime.Object, error) {
 	return true, nil, nil
 }
 
-// replacementReady reports whether a server replacing node's server has a
-// Ready node.
-func (r *rollout) replacementReady(node string) bool {
-	var oldID int64
+// replacementJoined reports whether a server replacing the server of ID
+// old has a Ready, schedulable node.
+func (r *rollout) replacementJoined(old int64) bool {
 	all, _ := r.w.fake.Servers("")
 	for _, s := range all {
-		if s.Name == node {
-			oldID = s.ID
-		}
-	}
-	for _, s := range all {
-		if s.Labels[config.LabelReplaces] != strconv.FormatInt(oldID, 10) {
+		if s.Labels[config.LabelReplaces] != strconv.FormatInt(old, 10) {
 			continue
 		}
 		obj, err := r.w.kube.KubeClient.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "nodes"}, "", s.Name)
 		if n, ok := obj.(*corev1.Node); err == nil && ok && ready(n) && !n.Spec.Unschedulable {
 			return true
+		}
+	}
+	return false
+}
+
+// replacementReady reports whether a server replacing node's server has a
+// Ready node.
+func (r *rollout) replacementReady(node string) bool {
+	all, _ := r.w.fake.Servers("")
+	for _, s := range all {
+		if s.Name == node {
+			return r.replacementJoined(s.ID)
 		}
 	}
 	return false
@@ -471,12 +477,21 @@ func NodeRepaired(t *testing.T, kind Provider) {
 		t.Fatal(err)
 	}
 	w.loopUntil("the node NotReady", 30*time.Second, func() bool { n := w.node(victim.Name); return n != nil && !ready(n) }, nil)
+	// The replacement's node registers 5 s after its server runs: the old
+	// server must wait for it.
+	w.kubelet.SetRegisterDelay("workers", 5*time.Second)
 	// The time that passes in a cluster before a repair is due.
 	w.notReadySince(victim.Name, time.Now().Add(-20*time.Minute))
+	check := r.check("workers", 4, 1)
 	w.loopUntil("the node repaired", 120*time.Second, func() bool {
 		_, there := w.fake.ServerByID(victim.ID)
 		return !there && len(w.servers("workers")) == 3 && w.boundOn("web-", "workers") == 3 && w.pending() == 0
-	}, r.check("workers", 4, 1))
+	}, func() {
+		check()
+		if _, there := w.fake.ServerByID(victim.ID); !there && !r.replacementJoined(victim.ID) {
+			t.Fatalf("server %s deleted before its replacement's node was Ready\n%s", victim.Name, w.describe())
+		}
+	})
 	r.mu.Lock()
 	evicted := r.evicted
 	r.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -35,10 +36,13 @@ type Controller struct {
 	m       *metrics
 
 	mu     sync.Mutex
-	drains map[int64]context.CancelFunc // by old server ID
-	seen   map[string]time.Time         // first sight of a replacement, by name
+	drains map[int64]*drainRun  // by old server ID
+	seen   map[string]time.Time // first sight of a replacement, by name
 	// deleted holds the old servers whose delete was accepted.
 	deleted map[int64]bool
+	// notStarted holds, by node, the cause of the last
+	// ReplacementNotStarted Event: it is recorded once per cause.
+	notStarted map[string]string
 	// nodeLister is Run's informer's, once synced; nil: list from the API.
 	nodeLister corelisters.NodeLister
 	wg         sync.WaitGroup
@@ -62,7 +66,7 @@ func New(cluster *hcloudscale.Cluster, client kubernetes.Interface, opts ...Opti
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Controller{cluster: cluster, client: client, o: o, m: m,
-		drains: map[int64]context.CancelFunc{}, seen: map[string]time.Time{}, deleted: map[int64]bool{}, ctx: ctx, cancel: cancel}, nil
+		drains: map[int64]*drainRun{}, seen: map[string]time.Time{}, deleted: map[int64]bool{}, notStarted: map[string]string{}, ctx: ctx, cancel: cancel}, nil
 }
 
 // Close stops the drains in progress and waits for them. Their nodes stay
@@ -101,9 +105,7 @@ func (c *Controller) Plan(ctx context.Context) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := w.plan(w.index())
-	c.checkPods(ctx, p)
-	return p, nil
+	return c.planChecked(ctx, w, w.index()), nil
 }
 
 // Step reads the cluster's state, carries every replacement in progress
@@ -111,22 +113,28 @@ func (c *Controller) Plan(ctx context.Context) (*Plan, error) {
 // and windows allow. With WithDryRun it only plans. It returns the plan it
 // acted on; nil when it does not lead.
 func (c *Controller) Step(ctx context.Context) (*Plan, error) {
-	if !c.o.leads() {
+	lead := c.o.lead()
+	if !c.o.leads() || lead == nil || lead.Err() != nil {
 		c.stopDrains()
 		return nil, nil
 	}
+	// Every write of this step ends the moment leadership does.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(lead, cancel)()
 	w, err := c.observe(ctx)
 	if err != nil {
 		return nil, err
 	}
+	w.lead = lead
 	inv := w.index()
-	p := w.plan(inv)
-	c.checkPods(ctx, p)
+	p := c.planChecked(ctx, w, inv)
 	c.m.observe(p, w)
 	if c.o.dryRun {
 		c.logPlan(p)
 		return p, nil
 	}
+	c.prune(inv, p)
 	for _, r := range inv.done {
 		c.unprotect(ctx, r.newNode)
 	}
@@ -144,25 +152,38 @@ func (c *Controller) Step(ctx context.Context) (*Plan, error) {
 	return p, nil
 }
 
-// checkPods turns the steps that would start into blocked ones when a pod
-// on their node would hold the drain: it is marked not to be disrupted,
-// or a PodDisruptionBudget allows no disruption now. A repair has no
-// drain: its node is not Ready, and its pods cannot stop there.
-func (c *Controller) checkPods(ctx context.Context, p *Plan) {
-	for i := range p.Steps {
-		st := &p.Steps[i]
-		if st.State != StateStart || slices.Contains(st.Reasons, ReasonNotReady) {
-			continue // a node that is not Ready is not drained
+// planChecked plans w and checks the pods of each node that would start:
+// a node that a pod would hold (marked not to be disrupted, or under a
+// PodDisruptionBudget that allows no disruption now) is blocked and holds
+// no budget, so the plan is made again without it until every start is
+// clear. A repair has no drain: its node is not Ready, and its pods
+// cannot stop there.
+func (c *Controller) planChecked(ctx context.Context, w *world, inv *inventory) *Plan {
+	w.podBlocks = map[int64][]string{}
+	checked := map[int64]bool{}
+	for {
+		p := w.plan(inv)
+		again := false
+		for i := range p.Steps {
+			st := &p.Steps[i]
+			if st.State != StateStart || checked[st.ServerID] || slices.Contains(st.Reasons, ReasonNotReady) {
+				continue
+			}
+			checked[st.ServerID] = true
+			var held []string
+			blockers, err := nodedrain.Blockers(ctx, c.client, st.Node)
+			if err != nil {
+				held = append(held, "its pods could not be checked: "+err.Error())
+			}
+			for _, b := range blockers {
+				held = append(held, "pod "+b.String())
+			}
+			if len(held) > 0 {
+				w.podBlocks[st.ServerID], again = held, true
+			}
 		}
-		blockers, err := nodedrain.Blockers(ctx, c.client, st.Node)
-		if err != nil {
-			st.Blocked = append(st.Blocked, "its pods could not be checked: "+err.Error())
-		}
-		for _, b := range blockers {
-			st.Blocked = append(st.Blocked, "pod "+b.String())
-		}
-		if len(st.Blocked) > 0 {
-			st.State = StateBlocked
+		if !again {
+			return p
 		}
 	}
 }
@@ -218,7 +239,9 @@ func (c *Controller) start(ctx context.Context, w *world, st *Step) {
 	name, err := p.Surge(ctx, st.ServerID, w.settings(w.poolView(st.Pool)).MaxSurge)
 	if err != nil {
 		log.Warn("could not create the replacement", zap.Error(err))
-		c.event(node, corev1.EventTypeWarning, "ReplacementNotStarted", "could not create a replacement: %v", err)
+		if c.newCause(node.Name, err) {
+			c.event(node, corev1.EventTypeWarning, "ReplacementNotStarted", "could not create a replacement: %v", err)
+		}
 		return
 	}
 	mark := encode(Mark{Replacement: name, Phase: PhaseSurging, Since: c.o.clock.Now()})
@@ -228,6 +251,54 @@ func (c *Controller) start(ctx context.Context, w *world, st *Step) {
 	log.Info("replacement started", zap.String("replacement", name), zap.Bool("surge", st.Surge))
 	c.event(node, corev1.EventTypeNormal, "ReplacementStarted", "replacing the node (%v) with %s", st.Reasons, name)
 	c.m.result(st.Pool, "started")
+}
+
+// newCause reports whether err is another cause than the last one a
+// replacement of node could not start for, and remembers it.
+func (c *Controller) newCause(node string, err error) bool {
+	cause := err.Error()
+	for _, known := range []error{pool.ErrAboveMax, pool.ErrRemoved, pool.ErrOfferingUnavailable, pool.ErrClosed, pool.ErrFenced} {
+		if errors.Is(err, known) {
+			cause = known.Error() // the same cause, whatever the counts
+			break
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.notStarted[node] == cause {
+		return false
+	}
+	c.notStarted[node] = cause
+	return true
+}
+
+// prune forgets what the Controller remembers of replacements and nodes
+// that are no longer there or no longer due.
+func (c *Controller) prune(inv *inventory, p *Plan) {
+	names, due := map[string]bool{}, map[string]bool{}
+	for _, r := range inv.byOld {
+		names[r.newName] = true
+	}
+	for _, st := range p.Steps {
+		due[st.Node] = st.State != StateInProgress
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name := range c.seen {
+		if !names[name] {
+			delete(c.seen, name)
+		}
+	}
+	for id := range c.deleted {
+		if _, listed := inv.servers[id]; !listed {
+			delete(c.deleted, id)
+		}
+	}
+	for node := range c.notStarted {
+		if !due[node] {
+			delete(c.notStarted, node)
+		}
+	}
 }
 
 // advance carries one replacement in progress on.
@@ -270,7 +341,7 @@ func (c *Controller) surging(ctx context.Context, w *world, r *replacement) {
 // the pods of an unreachable node itself).
 func (c *Controller) takeOut(ctx context.Context, w *world, r *replacement) {
 	repair := slices.Contains(w.reasons(r.pool, &r.old), ReasonNotReady)
-	mark := Mark{Replacement: r.newName, Phase: PhaseDraining, Since: c.o.clock.Now()}
+	mark := Mark{Replacement: r.newName, Phase: PhaseDraining, Since: c.o.clock.Now(), KeepCordon: r.oldNode.Spec.Unschedulable}
 	msg, reason, event := "replacement is Ready: draining the old node", "DrainStarted", "replacement %s is Ready; draining"
 	if repair {
 		mark.Phase, mark.Repair = PhaseDeleting, true
@@ -331,12 +402,15 @@ func (c *Controller) stop(ctx context.Context, r *replacement, why, result strin
 	c.o.log.Warn("replacement stopped; the old node goes on serving", zap.String("pool", r.pool.name), zap.String("node", r.old.Name), zap.String("replacement", r.newName), zap.String("reason", why))
 	c.m.result(r.pool.name, result)
 	c.unprotect(ctx, r.newNode)
+	if result != "failed" {
+		defer c.settle(ctx, r)
+	}
 	if r.oldNode == nil {
 		return
 	}
 	// Uncordon first: the mark stays until the node serves again, so a
 	// restart in between finds the replacement and ends it again.
-	if r.hasMark && r.mark.Phase != PhaseSurging {
+	if r.hasMark && r.mark.Phase != PhaseSurging && !r.mark.KeepCordon {
 		if err := nodedrain.Uncordon(ctx, c.client, r.oldNode.Name); err != nil {
 			c.o.log.Warn("could not uncordon the node; trying again at the next step", zap.String("node", r.old.Name), zap.Error(err))
 			return
@@ -347,6 +421,36 @@ func (c *Controller) stop(ctx context.Context, r *replacement, why, result strin
 		c.o.log.Warn("could not record the stop on the node", zap.String("node", r.old.Name), zap.Error(err))
 	}
 	c.event(r.oldNode, corev1.EventTypeWarning, "ReplacementStopped", "%s", why)
+}
+
+// settle decides what becomes of the replacement of a stopped drain, so
+// that the pool does not stay one node larger: one that holds nothing but
+// DaemonSet and mirror pods is deleted; one that took pods over stays as
+// an ordinary node (its protection lifted), for the autoscaler's
+// scale-down to judge like any other.
+func (c *Controller) settle(ctx context.Context, r *replacement) {
+	if r.newName == "" || r.newID == 0 || r.newPool == nil {
+		return
+	}
+	p := c.poolNamed(r.newPool.name)
+	if p == nil {
+		return
+	}
+	log := c.o.log.With(zap.String("pool", r.newPool.name), zap.String("replacement", r.newName))
+	pods, err := nodedrain.PodsToMove(ctx, c.client, r.newName)
+	switch {
+	case err != nil:
+		log.Warn("could not list the pods of the replacement; it stays", zap.Error(err))
+		return
+	case len(pods) > 0:
+		log.Info("the replacement runs pods: it stays as an ordinary node", zap.Int("pods", len(pods)))
+		return
+	}
+	if err := p.DeleteInstances(ctx, []string{fmt.Sprintf("hcloud://%d", r.newID)}); err != nil {
+		log.Warn("could not delete the unused replacement", zap.Error(err))
+		return
+	}
+	log.Info("the unused replacement is deleted")
 }
 
 // orphan undoes the mark of a node whose replacement is gone (deleted by
@@ -366,7 +470,23 @@ func (c *Controller) orphan(ctx context.Context, w *world, n *corev1.Node) {
 		}
 		return
 	}
+	// The drain may have stopped itself meanwhile: ask the node again.
+	c.cancelDrain(id)
+	now, err := c.client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	if m2, ok := markOf(now); !ok || m2 != m {
+		return
+	}
+	r.oldNode = now
 	c.stop(ctx, r, fmt.Sprintf("the replacement %s is gone", m.Replacement), "stopped")
+}
+
+// drainRun is a drain running in the background.
+type drainRun struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the drain has returned
 }
 
 // drain runs the drain of r's old node in the background, once per node.
@@ -377,7 +497,12 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
-	c.drains[r.old.ID] = cancel
+	untie := func() bool { return false }
+	if w.lead != nil {
+		untie = context.AfterFunc(w.lead, cancel) // leadership ended: stop at once
+	}
+	run := &drainRun{cancel: cancel, done: make(chan struct{})}
+	c.drains[r.old.ID] = run
 	c.mu.Unlock()
 	rc := w.settings(r.pool)
 	timeout := rc.DrainTimeout - c.o.clock.Since(r.mark.Since)
@@ -386,16 +511,34 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 			c.mu.Lock()
 			delete(c.drains, r.old.ID)
 			c.mu.Unlock()
+			untie()
 			cancel()
+			close(run.done)
 		}()
 		c.runDrain(ctx, r, poolName, timeout)
 	})
 }
 
+// cancelDrain stops the drain of the old server with ID old, if one runs,
+// and waits until it has returned: no eviction of it follows.
+func (c *Controller) cancelDrain(old int64) {
+	c.mu.Lock()
+	run := c.drains[old]
+	c.mu.Unlock()
+	if run == nil {
+		return
+	}
+	run.cancel()
+	<-run.done
+}
+
 func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName string, timeout time.Duration) {
 	// Cordon again: after a restart between the mark and the cordon the
 	// node may still take pods.
-	err := nodedrain.Cordon(ctx, c.client, r.old.Name)
+	err := c.replacementLive(ctx, r)
+	if err == nil {
+		err = nodedrain.Cordon(ctx, c.client, r.old.Name)
+	}
 	switch {
 	case err != nil:
 	case timeout <= 0:
@@ -403,10 +546,16 @@ func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName stri
 	default:
 		o := c.o.drain
 		o.Timeout, o.Log = timeout, c.o.log.With(zap.String("pool", poolName))
+		o.Check = func(ctx context.Context) error {
+			if !c.o.leads() {
+				return context.Canceled // the next leader carries on
+			}
+			return c.replacementLive(ctx, r)
+		}
 		err = nodedrain.Drain(ctx, c.client, r.old.Name, o)
 	}
-	if ctx.Err() != nil {
-		return // closed or no longer leading: the next leader carries on
+	if ctx.Err() != nil || errors.Is(err, errUnsure) || errors.Is(err, context.Canceled) {
+		return // closed, no longer leading, or unsure: the next step carries on
 	}
 	if err != nil {
 		c.stop(ctx, r, "the drain did not finish: "+err.Error(), "stopped")
@@ -421,10 +570,68 @@ func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName stri
 	c.deleteOld(ctx, r)
 }
 
-// deleteOld deletes the replaced server through its pool.
+// errUnsure is why replacementLive could not tell: the question is asked
+// again at the next step.
+var errUnsure = errors.New("could not check the replacement")
+
+// replacementLive returns nil when r's replacement may take the old
+// node's place now: its instance exists and is not being deleted, and
+// its node is Ready, schedulable and not being deleted. It reads the
+// pool's instances and the node afresh; it is asked before every
+// eviction and before the old server's delete. A node of a removed pool,
+// drained out without a replacement, needs none.
+func (c *Controller) replacementLive(ctx context.Context, r *replacement) error {
+	if r.newName == "" {
+		return nil
+	}
+	name := r.pool.name
+	if r.newPool != nil {
+		name = r.newPool.name
+	}
+	var in *pool.Instance
+	if p := c.poolNamed(name); p != nil {
+		for _, x := range p.Instances() {
+			if x.Name == r.newName {
+				in = &x
+				break
+			}
+		}
+	}
+	switch {
+	case in == nil:
+		return fmt.Errorf("the replacement %s is gone", r.newName)
+	case in.State == pool.Deleting:
+		return fmt.Errorf("the replacement %s is being deleted", r.newName)
+	case in.ServerID == 0 || in.Error != nil:
+		return fmt.Errorf("the replacement %s has no server that runs", r.newName)
+	}
+	n, err := c.client.CoreV1().Nodes().Get(ctx, r.newName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("the replacement %s has no node", r.newName)
+	case err != nil:
+		return fmt.Errorf("%w %s: %w", errUnsure, r.newName, err)
+	case !ready(n):
+		return fmt.Errorf("the node of the replacement %s is not Ready, cordoned or being deleted", r.newName)
+	}
+	return nil
+}
+
+// deleteOld deletes the replaced server through its pool, once its
+// replacement is still there and Ready; else the replacement stops.
 func (c *Controller) deleteOld(ctx context.Context, r *replacement) {
 	p := c.poolNamed(r.pool.name)
 	if p == nil {
+		return
+	}
+	if r.mark.Repair && c.cameBack(ctx, r) {
+		return
+	}
+	if err := c.replacementLive(ctx, r); errors.Is(err, errUnsure) {
+		c.o.log.Warn("not deleting the replaced server yet", zap.String("node", r.old.Name), zap.Error(err))
+		return
+	} else if err != nil {
+		c.stop(ctx, r, "the old server was not deleted: "+err.Error(), "stopped")
 		return
 	}
 	if err := p.DeleteInstances(ctx, []string{r.old.ProviderID()}); err != nil {
@@ -451,12 +658,39 @@ func (c *Controller) deleteOld(ctx context.Context, r *replacement) {
 	c.m.result(r.pool.name, "done")
 }
 
+// cameBack asks, before each delete of a node being repaired, whether its
+// node is Ready again: then it is marked to be drained (the next step
+// drains it) and true is returned; true too when the node could not be
+// read. A node that is gone, or still not Ready, may be deleted.
+func (c *Controller) cameBack(ctx context.Context, r *replacement) bool {
+	n, err := c.client.CoreV1().Nodes().Get(ctx, r.old.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false
+	case err != nil:
+		c.o.log.Warn("not deleting the node being repaired: it could not be read", zap.String("node", r.old.Name), zap.Error(err))
+		return true
+	case !kubeletReady(n):
+		return false
+	}
+	mark := Mark{Replacement: r.newName, Phase: PhaseDraining, Since: c.o.clock.Now(), KeepCordon: r.mark.KeepCordon}
+	v := encode(mark)
+	if err := c.annotate(ctx, n.Name, map[string]*string{ReplacementAnnotation: &v}); err != nil {
+		c.o.log.Warn("could not mark the node that came back for a drain", zap.String("node", n.Name), zap.Error(err))
+		return true
+	}
+	r.mark, r.phase = mark, PhaseDraining
+	c.o.log.Info("the node being repaired is Ready again: draining it instead of deleting it", zap.String("pool", r.pool.name), zap.String("node", n.Name))
+	c.event(n, corev1.EventTypeNormal, "RepairDraining", "the node is Ready again: drained before its delete")
+	return true
+}
+
 // stopDrains cancels the drains in progress (the process no longer leads).
 func (c *Controller) stopDrains() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, cancel := range c.drains {
-		cancel()
+	for _, run := range c.drains {
+		run.cancel()
 	}
 }
 

@@ -102,7 +102,7 @@ func newEnv(t *testing.T, servers int, replace map[string]any) *env {
 		e.kubelet()
 	}
 	e.clk = clocktesting.NewFakeClock(time.Now())
-	e.ctrl, err = lifecycle.New(c, e.kube, lifecycle.WithClock(e.clk), lifecycle.WithDrainOptions(nodedrain.Options{Backoff: time.Millisecond, Poll: time.Millisecond}))
+	e.ctrl, err = lifecycle.New(c, e.kube, lifecycle.WithClock(e.clk), lifecycle.WithDrainOptions(drainOpts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestDriftRollsEveryNodeOneAtATime(t *testing.T) {
 	e.ctrl.Close()
 	var err error
 	e.ctrl, err = lifecycle.New(e.cluster, e.kube, lifecycle.WithRegisterer(reg), lifecycle.WithClock(e.clk),
-		lifecycle.WithDrainOptions(nodedrain.Options{Backoff: time.Millisecond, Poll: time.Millisecond}))
+		lifecycle.WithDrainOptions(drainOpts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func (e *env) restart(e2 config.Env, nodes string) {
 	}
 	e.t.Cleanup(func() { _ = c.Close(context.Background()) })
 	e.cluster = c
-	e.ctrl, err = lifecycle.New(c, e.kube, lifecycle.WithClock(e.clk), lifecycle.WithDrainOptions(nodedrain.Options{Backoff: time.Millisecond, Poll: time.Millisecond}))
+	e.ctrl, err = lifecycle.New(c, e.kube, lifecycle.WithClock(e.clk), lifecycle.WithDrainOptions(drainOpts))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -567,7 +567,7 @@ func TestLeaderHandOverMidReplacement(t *testing.T) {
 	var aLeads atomic.Bool
 	aLeads.Store(true)
 	a, err := lifecycle.New(e.cluster, e.kube, lifecycle.WithLeader(aLeads.Load), lifecycle.WithClock(e.clk),
-		lifecycle.WithDrainOptions(nodedrain.Options{Backoff: time.Millisecond, Poll: time.Millisecond}))
+		lifecycle.WithDrainOptions(drainOpts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -590,7 +590,7 @@ func TestLeaderHandOverMidReplacement(t *testing.T) {
 	e.refuse = map[string]bool{}
 	e.mu.Unlock()
 	e.cluster = newClusterOn(t, e.api, clusterConfig("#cloud-config\n# v2\n", rc, nil))
-	b, err := lifecycle.New(e.cluster, e.kube, lifecycle.WithClock(e.clk), lifecycle.WithDrainOptions(nodedrain.Options{Backoff: time.Millisecond, Poll: time.Millisecond}))
+	b, err := lifecycle.New(e.cluster, e.kube, lifecycle.WithClock(e.clk), lifecycle.WithDrainOptions(drainOpts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,6 +641,23 @@ func TestRepairDeletesANodeThatIsNotReadyWithoutADrain(t *testing.T) {
 	}
 	e.mu.Lock()
 	e.refuse["app-on-"+sick] = true // a drain would be held for ever
+	e.joins = false                 // the replacement's node registers late
+	e.mu.Unlock()
+	// Surge first: the replacement runs, but until its node is Ready the
+	// old server stays.
+	e.run(300, 2, 1, func() bool { return len(e.running()) == 3 })
+	for range 20 {
+		if _, err := e.ctrl.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		_ = e.cluster.Refresh(context.Background())
+		e.kubelet()
+		if !containsName(e.all(), sick) {
+			t.Fatal("the old server was deleted before its replacement's node registered")
+		}
+	}
+	e.mu.Lock()
+	e.joins = true
 	e.mu.Unlock()
 	e.run(300, 2, 1, func() bool { return !containsName(e.all(), sick) && len(e.running()) == 2 && !e.protected() })
 	e.mu.Lock()
@@ -656,3 +673,7 @@ func TestRepairDeletesANodeThatIsNotReadyWithoutADrain(t *testing.T) {
 		t.Errorf("target %d; want 2 as before", p.TargetSize())
 	}
 }
+
+// drainOpts retry refused evictions every few milliseconds, so that a
+// budget lifted is seen at once.
+var drainOpts = nodedrain.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Poll: time.Millisecond}

@@ -1,9 +1,10 @@
 // Package lifecycle keeps the nodes of an hcloudscale.Cluster current: it
 // replaces the nodes that drifted from their pool's configuration, aged
-// past the pool's expireAfter, have not been Ready for its repairAfter,
-// or belong to a pool removed from the configuration, one budgeted step at a time, surge-first and drained
-// through the Eviction API. The rules, and what the Cluster Autoscaler does
-// meanwhile, are in docs/keeping-nodes-current.md.
+// past the pool's expireAfter, have not been Ready for its repairAfter, or
+// belong to a pool removed from the configuration, one budgeted step at a
+// time, surge-first and drained through the Eviction API. The rules, and
+// what the Cluster Autoscaler does meanwhile, are in
+// docs/keeping-nodes-current.md.
 //
 // # One replacement
 //
@@ -27,13 +28,24 @@
 // create failed, is deleted and the old node left as it is; a drain that
 // does not finish within drainTimeout uncordons the old node. Both leave a
 // Stop (StoppedAnnotation) on the old node, and the pool starts nothing
-// new for retryAfter. A node of a removed pool is drained out without a
+// new for retryAfter. A stopped drain deletes its replacement when that
+// holds nothing but DaemonSet and mirror pods, and otherwise keeps it as
+// an ordinary node for the autoscaler's scale-down to judge.
+//
+// Each step re-checks what it stands on: before every eviction and before
+// the old server's delete, the replacement must exist, be Ready and
+// schedulable and not be being deleted (by its pool, in Hetzner, or as
+// its Node: a deletion timestamp or the autoscaler's
+// ToBeDeletedByClusterAutoscaler taint). A replacement being deleted is
+// never one; when it goes mid-drain, the drain stops at once and the old
+// node is uncordoned. A node of a removed pool is drained out without a
 // replacement (its pods move to the other pools, the autoscaler scaling
 // them up) when the cluster's replace.removedPools is set.
 //
 // A repair (ReasonNotReady) is not drained: once its replacement is Ready
 // the old node, still not Ready, is cordoned and its server deleted, as
-// its pods cannot stop there. It is not held by the windows, nor by pods
+// its pods cannot stop there. Before each attempt to delete it the repair
+// asks again: a node Ready again is drained instead. It is not held by the windows, nor by pods
 // or budgets, but by the cluster's replace.repairMaxUnhealthy: no repair
 // starts while more nodes than that are unhealthy.
 //
@@ -45,7 +57,8 @@
 // the cluster fewer than replace.maxInFlight; its pool's last stop is
 // older than retryAfter; the surge fits maxSurge; its server runs and its
 // node is Ready and not cordoned by someone else; and no pod on it would
-// hold the drain (nodedrain.Blockers). Plan reports what holds each node.
+// hold the drain (nodedrain.Blockers). Plan reports what holds each node;
+// a node that cannot start holds no slot of maxInFlight.
 //
 // # State
 //

@@ -53,6 +53,11 @@ func viewOf(p *pool.Pool, drift []pool.Drift) poolView {
 	for _, d := range drift {
 		pv.drift[d.ServerID] = d.Reasons
 	}
+	for _, in := range pv.instances {
+		if in.State == pool.Deleting {
+			pv.deleting++
+		}
+	}
 	return pv
 }
 

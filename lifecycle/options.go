@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,12 +22,14 @@ type options struct {
 	interval time.Duration
 	dryRun   bool
 	leads    func() bool
+	lead     func() context.Context
 	drain    nodedrain.Options
 	recorder record.EventRecorder
 }
 
 func defaults() options {
-	return options{log: zap.NewNop(), clock: clock.RealClock{}, interval: DefaultInterval, leads: func() bool { return true }}
+	return options{log: zap.NewNop(), clock: clock.RealClock{}, interval: DefaultInterval, leads: func() bool { return true },
+		lead: context.Background}
 }
 
 // WithLogger sets the logger; the default discards everything.
@@ -65,11 +68,26 @@ func WithDryRun(dry bool) Option { return func(o *options) { o.dryRun = dry } }
 
 // WithLeader makes Step act only while leads reports true (the process
 // holds the leader Lease); otherwise Step stops the drains it runs and
-// returns nil.
+// returns nil. A drain also asks it before each eviction.
 func WithLeader(leads func() bool) Option {
 	return func(o *options) {
 		if leads != nil {
 			o.leads = leads
+		}
+	}
+}
+
+// WithLeaderContext makes every Kubernetes write of the Controller
+// (evictions, cordons, annotations) run under the context lead returns:
+// one that ends the moment this process stops leading, nil or ended
+// while it does not lead. Step acts only while it lives, and the drains
+// a Step started stop as soon as it ends, without waiting for the next
+// Step. It may be given with WithLeader, which is also asked before
+// each eviction.
+func WithLeaderContext(lead func() context.Context) Option {
+	return func(o *options) {
+		if lead != nil {
+			o.lead = lead
 		}
 	}
 }

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -64,7 +65,8 @@ type Step struct {
 	Surge bool
 	// HourlyOld is the hourly net price of the server replaced, HourlyNew
 	// of its replacement, at current prices; PriceKnown is false when the
-	// catalogue has either price missing.
+	// catalogue has either price missing, and for a node of a removed
+	// pool, which gets no replacement (both prices 0).
 	HourlyOld, HourlyNew float64
 	PriceKnown           bool
 }
@@ -91,6 +93,7 @@ type poolView struct {
 	instances []pool.Instance
 	drift     map[int64][]pool.DriftReason
 	taints    []corev1.Taint // the pool's taints, for config.DriftNodeTaints
+	deleting  int            // instances being deleted: they count against max + maxSurge until gone
 	hourly    float64        // a new server's price; valid when priced
 	priced    bool
 }
@@ -105,8 +108,14 @@ type world struct {
 	price   func(serverType, location string) (float64, bool)
 
 	stops map[string]stopSeen // lastStop's answers, by pool
-	// health is health's answer, once asked.
+	// podBlocks holds what pods hold on a node's drain, by server ID:
+	// the Controller's answers for the nodes a plan would start.
+	podBlocks map[int64][]string
+	// health is clusterHealth's answer, once asked in a plan.
 	health *health
+	// lead ends when this process stops leading (WithLeaderContext); the
+	// drains a step starts end with it. Nil in a plan.
+	lead context.Context
 }
 
 // health counts the nodes of the cluster's servers: those with a node,
@@ -168,8 +177,8 @@ func (w *world) index() *inventory {
 // replacementsOf finds the replacements pv's claims and servers are.
 func (w *world) replacementsOf(inv *inventory, pv *poolView) {
 	for _, in := range pv.instances {
-		if in.Replaces <= 0 {
-			continue
+		if in.Replaces <= 0 || in.State == pool.Deleting {
+			continue // a replacement being deleted replaces nothing
 		}
 		old, ok := inv.servers[in.Replaces]
 		r := &replacement{old: servercache.Server{ID: in.Replaces}, newName: in.Name, newID: in.ServerID, newPool: pv, failed: in.Error}
@@ -434,6 +443,7 @@ func (w *world) decide(c candidate, inFlight, started map[string]int, total int)
 		w.repairBlocks(c, block)
 	} else {
 		w.nodeBlocks(c, block)
+		st.Blocked = append(st.Blocked, w.podBlocks[c.server.ID]...)
 	}
 	if slices.Contains(c.reasons, "drift:"+config.DriftNodeTaints) && replacesOf(c.server, config.LabelReplaces) != 0 {
 		// A replacement came up without the taint: another would too.
@@ -442,8 +452,12 @@ func (w *world) decide(c candidate, inFlight, started map[string]int, total int)
 	if !pv.removed {
 		after := pv.target + started[pv.name] + 1
 		st.Surge = after > pv.max
-		if after > pv.max+rc.MaxSurge {
+		// As pool.Surge counts: a server counts until its delete ends.
+		switch {
+		case after > pv.max+rc.MaxSurge:
 			block("the pool is at its max size %d and may surge by %d (maxSurge)", pv.max, rc.MaxSurge)
+		case after+pv.deleting > pv.max+rc.MaxSurge:
+			block("the pool is at its max size %d and may surge by %d (maxSurge) once its %d deletes in flight end", pv.max, rc.MaxSurge, pv.deleting)
 		}
 	}
 	if len(st.Blocked) > 0 {
@@ -533,12 +547,12 @@ func (w *world) lastStop(pv *poolView) (Stop, bool) {
 }
 
 func (w *world) pricesOf(st *Step, pv *poolView, s *servercache.Server) {
-	if w.price == nil {
+	if w.price == nil || pv.removed {
 		return
 	}
 	old, okOld := w.price(s.ServerType, s.Location)
 	st.HourlyOld, st.HourlyNew = old, pv.hourly
-	st.PriceKnown = okOld && (pv.priced || pv.removed)
+	st.PriceKnown = okOld && pv.priced
 }
 
 func (w *world) serverByID(id int64) *servercache.Server {

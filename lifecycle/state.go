@@ -53,6 +53,9 @@ type Mark struct {
 	// Repair is set on a node repaired: deleted without a drain, as it
 	// was not Ready when its replacement was.
 	Repair bool `json:"repair,omitempty"`
+	// KeepCordon is set when the node was cordoned already (by someone
+	// else) when the lifecycle took it out: a stop leaves it cordoned.
+	KeepCordon bool `json:"keepCordon,omitempty"`
 }
 
 // Stop is the value of StoppedAnnotation.
@@ -117,8 +120,6 @@ var notReadyTaints = map[string]bool{
 	"node.cloudprovider.kubernetes.io/uninitialized": true,
 }
 
-// ready reports whether a node is Ready and schedulable: what a
-// replacement must be before its old node is drained.
 // notReadySince returns since when n's Ready condition has not been True
 // (from the condition's last transition, else the node's creation);
 // false for a Ready node or none.
@@ -141,15 +142,28 @@ func notReadySince(n *corev1.Node) (time.Time, bool) {
 	return n.CreationTimestamp.Time, true
 }
 
+// toBeDeletedTaint is the Cluster Autoscaler's taint on a node it is
+// removing.
+const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+
+// ready reports whether a node is Ready and schedulable and not being
+// deleted (by the API or the autoscaler): what a replacement must be
+// before its old node is drained, and before each of its evictions.
 func ready(n *corev1.Node) bool {
-	if n == nil || n.Spec.Unschedulable {
+	if n == nil || n.Spec.Unschedulable || n.DeletionTimestamp != nil {
 		return false
 	}
 	for _, t := range n.Spec.Taints {
-		if notReadyTaints[t.Key] {
+		if notReadyTaints[t.Key] || t.Key == toBeDeletedTaint {
 			return false
 		}
 	}
+	return kubeletReady(n)
+}
+
+// kubeletReady reports whether n's Ready condition is True, whether or
+// not it is cordoned.
+func kubeletReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
 			return c.Status == corev1.ConditionTrue

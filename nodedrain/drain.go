@@ -42,6 +42,10 @@ type Options struct {
 	Poll time.Duration
 	// Log receives a line per eviction and per refusal; nil: no log.
 	Log *zap.Logger
+	// Check, when set, is asked before each eviction: an error ends the
+	// drain with it before that eviction is sent (what the drain stands
+	// on is gone).
+	Check func(ctx context.Context) error
 }
 
 func (o Options) withDefaults() Options {
@@ -101,6 +105,12 @@ func setUnschedulable(ctx context.Context, c kubernetes.Interface, node string, 
 		return fmt.Errorf("node %s: setting unschedulable=%t: %w", node, v, err)
 	}
 	return nil
+}
+
+// PodsToMove returns the pods bound to node that a drain would evict:
+// all but DaemonSet, mirror and finished pods.
+func PodsToMove(ctx context.Context, c kubernetes.Interface, node string) ([]corev1.Pod, error) {
+	return podsOn(ctx, c, node)
 }
 
 // podsOn lists the pods bound to node that a drain must move.
@@ -231,6 +241,11 @@ func (d *drainer) round(ctx context.Context, pods []corev1.Pod) error {
 		st := d.state(p)
 		if now.Before(st.next) {
 			continue
+		}
+		if d.o.Check != nil {
+			if err := d.o.Check(ctx); err != nil {
+				return fmt.Errorf("node %s: not evicting pod %s: %w", d.node, key(p), err)
+			}
 		}
 		if err := d.evict(ctx, p, st, now); err != nil {
 			return err

@@ -563,3 +563,44 @@ func TestTakeOverWaitsAfterARestartWithTheSameIdentity(t *testing.T) {
 		t.Error("a renewal by this process counted as a take-over")
 	}
 }
+
+// TestLeaderContextEndsWithLeadership: the context the node lifecycle's
+// Kubernetes writes run under ends the moment this replica stops leading:
+// when its last renewal passes the renew deadline (no step, no call
+// needed), and when it is demoted. A fresh renewal gives a new one.
+func TestLeaderContextEndsWithLeadership(t *testing.T) {
+	f := leaderFlags{enabled: true, namespace: "ns", name: "lease", identity: "a",
+		leaseDuration: 300 * time.Millisecond, renewDeadline: 200 * time.Millisecond, retryPeriod: 50 * time.Millisecond}
+	l, err := newLeadership(f, config.Env{}, prometheus.NewRegistry(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.leaderContext().Err() == nil {
+		t.Fatal("a leader context before leading")
+	}
+	l.renewedAt(time.Now(), time.Time{})
+	l.mu.Lock()
+	l.leading, l.writable = true, true
+	l.mu.Unlock()
+	ctx := l.leaderContext()
+	if ctx.Err() != nil {
+		t.Fatal("the leader context of a leader ended")
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the leader context lived on past the renew deadline")
+	}
+	l.renewedAt(time.Now(), time.Time{})
+	ctx = l.leaderContext()
+	if ctx.Err() != nil {
+		t.Fatal("no new leader context after a fresh renewal")
+	}
+	l.demote()
+	if ctx.Err() == nil {
+		t.Fatal("the leader context lived on after demote")
+	}
+	if (*leadership)(nil).leaderContext().Err() != nil {
+		t.Error("without leader election the context ended")
+	}
+}

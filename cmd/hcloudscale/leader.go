@@ -201,6 +201,13 @@ type leadership struct {
 	starting int
 	finished bool
 
+	// leadCtx lives while this replica leads (leaderContext); leadEnd
+	// cancels it, and staleTimer fires when the last renewal becomes
+	// older than the renew deadline.
+	leadCtx    context.Context
+	leadEnd    context.CancelFunc
+	staleTimer *time.Timer
+
 	conns   *connTracker
 	cancel  context.CancelFunc // stops the elector
 	running sync.WaitGroup     // the elector
@@ -415,7 +422,60 @@ func (l *leadership) renewedAt(t, wall time.Time) {
 	if t.After(l.renewed) {
 		l.renewed, l.renewedWall = t, wall
 	}
+	l.watchStaleLocked()
 	l.mu.Unlock()
+}
+
+// leaderContext returns a context that lives while this replica leads and
+// is cancelled the moment it stops: demoted, or its last renewal older
+// than the renew deadline. It is cancelled already while the replica does
+// not lead. Without leader election (nil l) it never ends.
+func (l *leadership) leaderContext() context.Context {
+	if l == nil {
+		return context.Background()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.leading || !l.freshLocked() {
+		l.endLeadLocked()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx
+	}
+	if l.leadCtx == nil || l.leadCtx.Err() != nil {
+		l.leadCtx, l.leadEnd = context.WithCancel(context.Background())
+	}
+	l.watchStaleLocked()
+	return l.leadCtx
+}
+
+// watchStaleLocked ends the leader context when the last renewal passes
+// the renew deadline without a newer one. l.mu must be held.
+func (l *leadership) watchStaleLocked() {
+	if l.leadCtx == nil || l.leadCtx.Err() != nil {
+		return
+	}
+	left := l.cfg.renewDeadline - l.sinceRenewalLocked()
+	if l.staleTimer != nil {
+		l.staleTimer.Stop()
+	}
+	l.staleTimer = time.AfterFunc(max(left, 0), func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if !l.freshLocked() {
+			l.endLeadLocked()
+		}
+	})
+}
+
+// endLeadLocked cancels the leader context. l.mu must be held.
+func (l *leadership) endLeadLocked() {
+	if l.leadEnd != nil {
+		l.leadEnd()
+	}
+	if l.staleTimer != nil {
+		l.staleTimer.Stop()
+	}
 }
 
 // leads reports whether this replica leads now, by its own clock.
@@ -452,6 +512,7 @@ func (l *leadership) demote() {
 	l.mu.Lock()
 	was := l.leading
 	l.leading = false
+	l.endLeadLocked()
 	// left is also broadcast when a start callback ends or a write is
 	// answered; the loop condition tells them apart.
 	for l.inside > 0 {

@@ -29,7 +29,8 @@ func replaceHelp(fs *flag.FlagSet) func(io.Writer) {
 		fmt.Fprint(w, `Usage: hcloudscale replace --plan [flags]
 
 Shows what the node lifecycle (serve --replace-nodes) would do now: per pool
-and node, why it is due (drift:<reason>, expired, removed_pool), whether its
+and node, why it is due (drift:<reason>, expired, removed_pool,
+repair:not_ready), whether its
 replacement starts now, is in progress (and its phase) or what blocks it (a
 window, a budget, the pool's max size, a pod or a PodDisruptionBudget, a
 pause), and the hourly price of the replacement against the server it
@@ -157,7 +158,8 @@ func runLifecycle(ctx context.Context, f *replaceFlags, client kubernetes.Interf
 	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hcloudscale"})
 	opts = append(opts, lifecycle.WithLogger(b.log), lifecycle.WithDryRun(f.dryRun), lifecycle.WithInterval(f.interval),
-		lifecycle.WithEventRecorder(rec), lifecycle.WithLeader(func() bool { return b.lead == nil || b.lead.leads() }))
+		lifecycle.WithEventRecorder(rec), lifecycle.WithLeader(func() bool { return b.lead == nil || b.lead.leads() }),
+		lifecycle.WithLeaderContext(b.lead.leaderContext))
 	ctrl, err := lifecycle.New(b.cluster, client, opts...)
 	if err != nil {
 		bc.Shutdown()
