@@ -60,6 +60,8 @@ func clusterConfigSeeds(f *testing.F) [][]byte {
 		[]byte(`{"replace": {"repairMaxUnhealthy": "-5%"}, "nodeConfigs": {"pool1": {"replace": {"repairAfter": "1m", "drift": []}}, "pool2": {"replace": {"repairAfter": "9223372036854775807ns"}}}}`),
 		[]byte(`{"replace": {"repairMaxUnhealthy": "%"}}`),
 		[]byte(`{"replace": {"repairMaxUnhealthy": 1e3}}`),
+		[]byte(`{"replace": {"evictUnreplicatedPods": true, "evictLocalStoragePods": false, "evictKubeSystemPods": true}, "nodeConfigs": {"pool1": {"replace": {"drift": ["image"], "evictUnreplicatedPods": false, "evictLocalStoragePods": true, "evictKubeSystemPods": null}}}}`),
+		[]byte(`{"replace": {"evictUnreplicatedPods": "true", "evictLocalStoragePod": 1}, "nodeConfigs": {"pool1": {"replace": {"evictKubeSystemPods": []}}}}`),
 	}
 }
 

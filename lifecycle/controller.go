@@ -102,7 +102,7 @@ func (c *Controller) Plan(ctx context.Context) (*Plan, error) {
 		return nil, err
 	}
 	p := w.plan(w.index())
-	c.checkPods(ctx, p)
+	c.checkPods(ctx, w, p)
 	return p, nil
 }
 
@@ -121,7 +121,7 @@ func (c *Controller) Step(ctx context.Context) (*Plan, error) {
 	}
 	inv := w.index()
 	p := w.plan(inv)
-	c.checkPods(ctx, p)
+	c.checkPods(ctx, w, p)
 	c.m.observe(p, w)
 	if c.o.dryRun {
 		c.logPlan(p)
@@ -146,20 +146,22 @@ func (c *Controller) Step(ctx context.Context) (*Plan, error) {
 
 // checkPods turns the steps that would start into blocked ones when a pod
 // on their node would hold the drain: it is marked not to be disrupted,
-// or a PodDisruptionBudget allows no disruption now. A repair has no
-// drain: its node is not Ready, and its pods cannot stop there.
-func (c *Controller) checkPods(ctx context.Context, p *Plan) {
+// the pool's evict settings do not let a drain evict it (see
+// nodedrain.Policy), or a PodDisruptionBudget allows no disruption now.
+// A repair has no drain: its node is not Ready, and its pods cannot stop
+// there.
+func (c *Controller) checkPods(ctx context.Context, w *world, p *Plan) {
 	for i := range p.Steps {
 		st := &p.Steps[i]
 		if st.State != StateStart || slices.Contains(st.Reasons, ReasonNotReady) {
 			continue // a node that is not Ready is not drained
 		}
-		blockers, err := nodedrain.Blockers(ctx, c.client, st.Node)
+		blockers, err := nodedrain.Blockers(ctx, c.client, st.Node, w.policy(w.poolView(st.Pool)))
 		if err != nil {
 			st.Blocked = append(st.Blocked, "its pods could not be checked: "+err.Error())
 		}
 		for _, b := range blockers {
-			st.Blocked = append(st.Blocked, "pod "+b.String())
+			st.Blocked = append(st.Blocked, blockedBy(b))
 		}
 		if len(st.Blocked) > 0 {
 			st.State = StateBlocked
@@ -379,7 +381,7 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	c.drains[r.old.ID] = cancel
 	c.mu.Unlock()
-	rc := w.settings(r.pool)
+	rc, policy := w.settings(r.pool), w.policy(r.pool)
 	timeout := rc.DrainTimeout - c.o.clock.Since(r.mark.Since)
 	c.wg.Go(func() {
 		defer func() {
@@ -388,11 +390,11 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 			c.mu.Unlock()
 			cancel()
 		}()
-		c.runDrain(ctx, r, poolName, timeout)
+		c.runDrain(ctx, r, poolName, timeout, policy)
 	})
 }
 
-func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName string, timeout time.Duration) {
+func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName string, timeout time.Duration, policy nodedrain.Policy) {
 	// Cordon again: after a restart between the mark and the cordon the
 	// node may still take pods.
 	err := nodedrain.Cordon(ctx, c.client, r.old.Name)
@@ -402,7 +404,7 @@ func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName stri
 		err = fmt.Errorf("the drain did not finish within its timeout (%v since it started)", c.o.clock.Since(r.mark.Since).Round(time.Second))
 	default:
 		o := c.o.drain
-		o.Timeout, o.Log = timeout, c.o.log.With(zap.String("pool", poolName))
+		o.Timeout, o.Log, o.Policy = timeout, c.o.log.With(zap.String("pool", poolName)), policy
 		err = nodedrain.Drain(ctx, c.client, r.old.Name, o)
 	}
 	if ctx.Err() != nil {
