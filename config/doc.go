@@ -225,10 +225,12 @@
 //     expireAfter, at least [MinReplaceExpireAfter]; expireJitter, 0 to
 //     expireAfter, only with expireAfter (default a tenth of it); maxSurge,
 //     0 to [MaxReplaceBudget]; maxInFlight, 1 to [MaxReplaceBudget];
-//     joinTimeout, drainTimeout and retryAfter, positive; windows; paused.
+//     joinTimeout, drainTimeout and retryAfter, positive; windows; paused;
+//     evictUnreplicatedPods, evictLocalStoragePods and evictKubeSystemPods,
+//     booleans into [Replace.EvictPods] (absent: the top-level value).
 //     An object with neither drift nor expireAfter replaces nothing (a
 //     warning). The top-level object: maxInFlight, removedPools, windows,
-//     paused. A window is {"schedule", "duration", "timeZone"}, checked by
+//     paused, and the three evict keys into [ClusterReplace.EvictPods]. A window is {"schedule", "duration", "timeZone"}, checked by
 //     [ParseWindow]; durations are Go durations such as "720h".
 //
 // # Cloud-init templates

@@ -64,6 +64,8 @@ func clusterConfigSeeds(f *testing.F) [][]byte {
 		[]byte(`{"nodeConfigs": {"pool1": {"publicIPv4": "false", "publicipv6": null, "PublicIPv4": true}}}`),
 		[]byte(`{"nodeConfigs": {"pool1": {"spreadGroups": true}, "p2": {"serverType": "cx22", "location": "fsn1", "maxSize": 1, "spreadGroups": true, "placementGroup": "pg"}}}`),
 		[]byte(`{"nodeConfigs": {"pool1": {"spreadGroups": "yes", "SpreadGroups": false}}}`),
+		[]byte(`{"replace": {"evictUnreplicatedPods": true, "evictLocalStoragePods": false, "evictKubeSystemPods": true}, "nodeConfigs": {"pool1": {"replace": {"drift": ["image"], "evictUnreplicatedPods": false, "evictLocalStoragePods": true, "evictKubeSystemPods": null}}}}`),
+		[]byte(`{"replace": {"evictUnreplicatedPods": "true", "evictLocalStoragePod": 1}, "nodeConfigs": {"pool1": {"replace": {"evictKubeSystemPods": []}}}}`),
 	}
 }
 

@@ -92,6 +92,49 @@ type Replace struct {
 	// there. ClusterReplace.RepairMaxUnhealthy holds repairs during a
 	// wider outage. Zero: no repair.
 	RepairAfter time.Duration
+	// EvictPods overrides, per kind, which pods the pool's drains evict
+	// although the Cluster Autoscaler would not remove their node; a nil
+	// field takes the cluster's (ClusterReplace.EvictPods).
+	EvictPods EvictPodsOverride
+}
+
+// EvictPods says which pods a drain evicts although the Cluster
+// Autoscaler, with its defaults, would not remove their node (its
+// drainability rules); each is a loss someone accepts. The zero value
+// evicts none of them: such a pod holds its node's replacement, which
+// the plan reports.
+type EvictPods struct {
+	// Unreplicated: pods no controller owns. Nothing recreates them.
+	Unreplicated bool
+	// LocalStorage: pods with a hostPath volume or an emptyDir not in
+	// memory. The data in it is lost.
+	LocalStorage bool
+	// KubeSystem: pods of kube-system that no PodDisruptionBudget
+	// covers, also within their first hour (the autoscaler evicts them
+	// after it).
+	KubeSystem bool
+}
+
+// EvictPodsOverride is a pool's EvictPods: a nil field takes the
+// cluster's value.
+type EvictPodsOverride struct {
+	Unreplicated, LocalStorage, KubeSystem *bool
+}
+
+// Over returns the pool's EvictPods: each field set in o, else the
+// cluster's.
+func (o EvictPodsOverride) Over(cluster EvictPods) EvictPods {
+	pick := func(v *bool, def bool) bool {
+		if v != nil {
+			return *v
+		}
+		return def
+	}
+	return EvictPods{
+		Unreplicated: pick(o.Unreplicated, cluster.Unreplicated),
+		LocalStorage: pick(o.LocalStorage, cluster.LocalStorage),
+		KubeSystem:   pick(o.KubeSystem, cluster.KubeSystem),
+	}
 }
 
 // Enabled reports whether the pool replaces nodes for any reason.
@@ -121,6 +164,10 @@ type ClusterReplace struct {
 	// nodes would not mend it. The zero Limit is
 	// DefaultRepairMaxUnhealthy.
 	RepairMaxUnhealthy Limit
+	// EvictPods is what the drains of every pool that does not say
+	// otherwise, and of removed pools, evict beyond the autoscaler's
+	// rules.
+	EvictPods EvictPods
 }
 
 // DefaultRepairMaxUnhealthy is ClusterReplace.RepairMaxUnhealthy's

@@ -65,6 +65,12 @@ func TestParseReplaceErrors(t *testing.T) {
 		{"cluster repairMaxUnhealthy a string without %", `{"replace": {"repairMaxUnhealthy": "3"}}`, []problem{{"replace.repairMaxUnhealthy", `"3" is neither a count such as 3 nor a percentage such as "20%"`}}},
 		{"cluster repairMaxUnhealthy a fraction", `{"replace": {"repairMaxUnhealthy": "2.5%"}}`, []problem{{"replace.repairMaxUnhealthy", `"2.5%" is neither a count`}}},
 		{"cluster repairMaxUnhealthy a boolean", `{"replace": {"repairMaxUnhealthy": true}}`, []problem{{"replace.repairMaxUnhealthy", "want an integer, got a boolean"}}},
+		{"evictUnreplicatedPods not a boolean", pool(`{"drift": ["image"], "evictUnreplicatedPods": "yes"}`), []problem{{"nodeConfigs.workers.replace.evictUnreplicatedPods", "want true or false, got a string"}}},
+		{"evictLocalStoragePods misspelt", pool(`{"drift": ["image"], "evictLocalStoragePod": true}`), []problem{{"nodeConfigs.workers.replace.evictLocalStoragePod", `did you mean "evictLocalStoragePods"`}}},
+		{"cluster evictKubeSystemPods not a boolean", `{"replace": {"evictKubeSystemPods": 1}}`, []problem{{"replace.evictKubeSystemPods", "want true or false, got a number"}}},
+		{"cluster evict keys at fault together", `{"replace": {"evictUnreplicatedPods": 0, "evictLocalStoragePods": "true"}}`, []problem{
+			{"replace.evictUnreplicatedPods", "want true or false, got a number"}, {"replace.evictLocalStoragePods", "want true or false, got a string"},
+		}},
 		{"cluster replace not an object", `{"replace": []}`, []problem{{"replace", "want an object, got an array"}}},
 		{"cluster unknown key", `{"replace": {"removedPool": true}}`, []problem{{"replace.removedPool", `did you mean "removedPools"`}}},
 		{"cluster maxInFlight zero", `{"replace": {"maxInFlight": 0}}`, []problem{{"replace.maxInFlight", "0 is out of range 1..1000"}}},
@@ -201,6 +207,41 @@ func TestLoadReplace(t *testing.T) {
 	}
 	if cfg.Pool("workers").Replace.Windows[0].spec == nil {
 		t.Error("Load left the window uncompiled")
+	}
+}
+
+// TestLoadEvictPods: the top-level replace object's evict keys are the
+// default of every pool; a pool's own key wins, true or false.
+func TestLoadEvictPods(t *testing.T) {
+	doc := `{
+	  "replace": {"evictUnreplicatedPods": true, "evictKubeSystemPods": true},
+	  "nodeConfigs": {
+	    "workers": {"replace": {"drift": ["image"], "evictUnreplicatedPods": false, "evictLocalStoragePods": true}},
+	    "plain": {"replace": {"drift": ["image"]}}
+	  }
+	}`
+	env := MapEnv(map[string]string{EnvToken: testToken, EnvClusterConfig: b64(doc)}, nil)
+	cfg, err := Load(env, []string{"0:3:cx22:fsn1:workers", "0:3:cx22:fsn1:plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := EvictPods{Unreplicated: true, KubeSystem: true}
+	if diff := cmp.Diff(cluster, cfg.Replace.EvictPods); diff != "" {
+		t.Errorf("Config.Replace.EvictPods (-want +got):\n%s", diff)
+	}
+	for pool, want := range map[string]EvictPods{
+		"workers": {Unreplicated: false, LocalStorage: true, KubeSystem: true},
+		"plain":   cluster,
+	} {
+		if diff := cmp.Diff(want, cfg.Pool(pool).Replace.EvictPods.Over(cfg.Replace.EvictPods)); diff != "" {
+			t.Errorf("%s's EvictPods over the cluster's (-want +got):\n%s", pool, diff)
+		}
+	}
+	// Pools share nothing with each other or the document.
+	a, _ := Load(env, []string{"0:3:cx22:fsn1:workers", "0:3:cx22:fsn1:plain"})
+	*a.Pool("workers").Replace.EvictPods.LocalStorage = false
+	if !*cfg.Pool("workers").Replace.EvictPods.LocalStorage {
+		t.Error("two loads share a pool's evictLocalStoragePods")
 	}
 }
 

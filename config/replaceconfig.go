@@ -77,12 +77,32 @@ func (p *problems) replace(path string, raw json.RawMessage) *Replace {
 				r.RepairAfter = d
 			}
 		},
+		evictUnreplicatedKey: p.override(&r.EvictPods.Unreplicated),
+		evictLocalStorageKey: p.override(&r.EvictPods.LocalStorage),
+		evictKubeSystemKey:   p.override(&r.EvictPods.KubeSystem),
 	})
 	p.replaceDefaults(path, r, expireSet, jitterSet, surgeSet)
 	if len(p.errs) == before && !r.Enabled() {
 		p.warnf(path, "none of drift, expireAfter and repairAfter is set: the pool replaces no node")
 	}
 	return r
+}
+
+// The keys of EvictPods, in a pool's replace object and the top-level one.
+const (
+	evictUnreplicatedKey = "evictUnreplicatedPods"
+	evictLocalStorageKey = "evictLocalStoragePods"
+	evictKubeSystemKey   = "evictKubeSystemPods"
+)
+
+// override decodes a boolean into *dst, which stays nil when the key is
+// absent (the cluster's value applies).
+func (p *problems) override(dst **bool) func(string, json.RawMessage) {
+	return func(path string, raw json.RawMessage) {
+		if b, ok := p.boolean(path, raw); ok {
+			*dst = &b
+		}
+	}
 }
 
 // timeout decodes a positive duration into dst.
@@ -164,6 +184,9 @@ func (p *problems) clusterReplace(path string, raw json.RawMessage) *ClusterRepl
 		"repairMaxUnhealthy": func(path string, raw json.RawMessage) {
 			r.RepairMaxUnhealthy = p.limit(path, raw)
 		},
+		evictUnreplicatedKey: flag(&r.EvictPods.Unreplicated),
+		evictLocalStorageKey: flag(&r.EvictPods.LocalStorage),
+		evictKubeSystemKey:   flag(&r.EvictPods.KubeSystem),
 	})
 	r.MaxInFlight = cmp.Or(r.MaxInFlight, DefaultClusterReplaceMaxInFlight)
 	r.RepairMaxUnhealthy = cmp.Or(r.RepairMaxUnhealthy, DefaultRepairMaxUnhealthy)
@@ -410,6 +433,12 @@ func (r *Replace) clone() *Replace {
 	}
 	c := *r
 	c.Drift = slices.Clone(r.Drift)
+	for _, f := range []**bool{&c.EvictPods.Unreplicated, &c.EvictPods.LocalStorage, &c.EvictPods.KubeSystem} {
+		if *f != nil {
+			v := **f
+			*f = &v
+		}
+	}
 	c.Windows = slices.Clone(r.Windows)
 	return &c
 }

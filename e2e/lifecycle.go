@@ -228,8 +228,11 @@ func (w *world) replaced(pool string, n int) bool {
 }
 
 // rollingPool is the pool of the lifecycle scenarios: at its max with
-// one pod per node.
+// one pod per node. The scenarios' pods have no owner reference (the
+// world plays their ReplicaSet, recreating each evicted pod), so the pool
+// accepts evicting pods without a controller.
 func rollingPool(replace map[string]any) poolSpec {
+	replace["evictUnreplicatedPods"] = true
 	return poolSpec{name: "workers", serverType: "cx23", location: "fsn1", max: 3, replace: replace}
 }
 
@@ -416,7 +419,7 @@ func RemovedPoolDrained(t *testing.T, kind Provider) {
 	r.mu.Lock()
 	r.refuse["web-"] = true // the first drain waits for the restart
 	r.mu.Unlock()
-	w.replace = map[string]any{"removedPools": true}
+	w.replace = map[string]any{"removedPools": true, "evictUnreplicatedPods": true}
 	w.setPools(general)
 	w.loopUntil("a drain-out started", 60*time.Second, func() bool { return w.draining() == 1 }, func() { w.atMost("old", 2) })
 	r.restart()

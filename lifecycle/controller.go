@@ -171,12 +171,12 @@ func (c *Controller) planChecked(ctx context.Context, w *world, inv *inventory) 
 			}
 			checked[st.ServerID] = true
 			var held []string
-			blockers, err := nodedrain.Blockers(ctx, c.client, st.Node)
+			blockers, err := nodedrain.Blockers(ctx, c.client, st.Node, w.policy(w.poolView(st.Pool)))
 			if err != nil {
 				held = append(held, "its pods could not be checked: "+err.Error())
 			}
 			for _, b := range blockers {
-				held = append(held, "pod "+b.String())
+				held = append(held, blockedBy(b))
 			}
 			if len(held) > 0 {
 				w.podBlocks[st.ServerID], again = held, true
@@ -504,7 +504,7 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 	run := &drainRun{cancel: cancel, done: make(chan struct{})}
 	c.drains[r.old.ID] = run
 	c.mu.Unlock()
-	rc := w.settings(r.pool)
+	rc, policy := w.settings(r.pool), w.policy(r.pool)
 	timeout := rc.DrainTimeout - c.o.clock.Since(r.mark.Since)
 	c.wg.Go(func() {
 		defer func() {
@@ -515,7 +515,7 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 			cancel()
 			close(run.done)
 		}()
-		c.runDrain(ctx, r, poolName, timeout)
+		c.runDrain(ctx, r, poolName, timeout, policy)
 	})
 }
 
@@ -532,7 +532,7 @@ func (c *Controller) cancelDrain(old int64) {
 	<-run.done
 }
 
-func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName string, timeout time.Duration) {
+func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName string, timeout time.Duration, policy nodedrain.Policy) {
 	// Cordon again: after a restart between the mark and the cordon the
 	// node may still take pods.
 	err := c.replacementLive(ctx, r)
@@ -545,7 +545,7 @@ func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName stri
 		err = fmt.Errorf("the drain did not finish within its timeout (%v since it started)", c.o.clock.Since(r.mark.Since).Round(time.Second))
 	default:
 		o := c.o.drain
-		o.Timeout, o.Log = timeout, c.o.log.With(zap.String("pool", poolName))
+		o.Timeout, o.Log, o.Policy = timeout, c.o.log.With(zap.String("pool", poolName)), policy
 		o.Check = func(ctx context.Context) error {
 			if !c.o.leads() {
 				return context.Canceled // the next leader carries on

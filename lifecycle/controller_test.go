@@ -174,8 +174,8 @@ func (e *env) kubelet() {
 		if _, err := e.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			e.t.Fatal(err)
 		}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app-on-" + s.Name, Namespace: "default"}, Spec: corev1.PodSpec{NodeName: s.Name},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		pod := replicated(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app-on-" + s.Name, Namespace: "default"}, Spec: corev1.PodSpec{NodeName: s.Name},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 		if _, err := e.kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			e.t.Fatal(err)
 		}
@@ -189,6 +189,13 @@ func (e *env) kubelet() {
 			_ = e.kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
 		}
 	}
+}
+
+// replicated makes p a ReplicaSet's pod.
+func replicated(p *corev1.Pod) *corev1.Pod {
+	yes := true
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "app", UID: "rs-app", Controller: &yes}}
+	return p
 }
 
 func (e *env) reconfigure(cloudInit string, replace map[string]any, top map[string]any) {

@@ -57,8 +57,11 @@
 // the cluster fewer than replace.maxInFlight; its pool's last stop is
 // older than retryAfter; the surge fits maxSurge; its server runs and its
 // node is Ready and not cordoned by someone else; and no pod on it would
-// hold the drain (nodedrain.Blockers). Plan reports what holds each node;
-// a node that cannot start holds no slot of maxInFlight.
+// hold the drain (nodedrain.Blockers, under the pool's evictUnreplicatedPods,
+// evictLocalStoragePods and evictKubeSystemPods: by default a pod without a
+// controller, with local storage, or young in kube-system without a
+// budget holds its node, as in the Cluster Autoscaler). Plan reports what
+// holds each node; a node that cannot start holds no slot of maxInFlight.
 //
 // # State
 //

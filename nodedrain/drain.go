@@ -46,6 +46,9 @@ type Options struct {
 	// drain with it before that eviction is sent (what the drain stands
 	// on is gone).
 	Check func(ctx context.Context) error
+	// Policy says which pods the autoscaler would not remove a node for
+	// are evicted all the same; the zero value evicts none of them.
+	Policy Policy
 }
 
 func (o Options) withDefaults() Options {
@@ -70,6 +73,7 @@ func (o Options) withDefaults() Options {
 // A Blocker is a pod that holds a drain, and why.
 type Blocker struct {
 	Pod    string // namespace/name
+	Rule   Rule
 	Reason string
 }
 
@@ -107,12 +111,6 @@ func setUnschedulable(ctx context.Context, c kubernetes.Interface, node string, 
 	return nil
 }
 
-// PodsToMove returns the pods bound to node that a drain would evict:
-// all but DaemonSet, mirror and finished pods.
-func PodsToMove(ctx context.Context, c kubernetes.Interface, node string) ([]corev1.Pod, error) {
-	return podsOn(ctx, c, node)
-}
-
 // podsOn lists the pods bound to node that a drain must move.
 func podsOn(ctx context.Context, c kubernetes.Interface, node string) ([]corev1.Pod, error) {
 	list, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
@@ -142,7 +140,7 @@ func mustMove(p *corev1.Pod) bool {
 	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
 		return false
 	}
-	return true
+	return p.Annotations[DaemonSetPodAnnotation] != "true"
 }
 
 // doNotDisrupt returns why p must not be evicted, or "".
@@ -168,10 +166,14 @@ func Drain(ctx context.Context, c kubernetes.Interface, node string, o Options) 
 	if err != nil {
 		return err
 	}
-	if held := markedBlockers(pods); len(held) > 0 {
+	d := &drainer{c: c, node: node, o: o, retry: map[string]*retryState{}, budgets: &budgetCache{c: c}}
+	held, err := refused(ctx, pods, o.Policy, d.budgets, time.Now())
+	if err != nil {
+		return err
+	}
+	if len(held) > 0 {
 		return &BlockedError{Node: node, Blockers: held}
 	}
-	d := &drainer{c: c, node: node, o: o, retry: map[string]*retryState{}}
 	for len(pods) > 0 {
 		if err := d.round(ctx, pods); err != nil {
 			return err
@@ -199,17 +201,6 @@ func (d *drainer) stopped(ctx context.Context, left []corev1.Pod) error {
 	return &BlockedError{Node: d.node, Blockers: d.blockers(left)}
 }
 
-func markedBlockers(pods []corev1.Pod) []Blocker {
-	var out []Blocker
-	for i := range pods {
-		// A marked pod already being deleted goes anyway: wait for it.
-		if why := doNotDisrupt(&pods[i]); why != "" && pods[i].DeletionTimestamp == nil {
-			out = append(out, Blocker{Pod: key(&pods[i]), Reason: "marked " + why})
-		}
-	}
-	return out
-}
-
 // retryState is one pod's eviction backoff.
 type retryState struct {
 	uid     types.UID
@@ -219,10 +210,11 @@ type retryState struct {
 }
 
 type drainer struct {
-	c     kubernetes.Interface
-	node  string
-	o     Options
-	retry map[string]*retryState
+	c       kubernetes.Interface
+	node    string
+	o       Options
+	retry   map[string]*retryState
+	budgets *budgetCache
 }
 
 // round tries to evict each pod of the node that is due for it.
@@ -233,12 +225,21 @@ func (d *drainer) round(ctx context.Context, pods []corev1.Pod) error {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		if why := doNotDisrupt(p); why != "" {
-			// Marked after the drain began: never evicted, and it stays.
-			d.state(p).refusal = "marked " + why
+		// Checked again before each eviction: a pod marked, or come,
+		// after the drain began is never evicted, and it stays.
+		rule, why, err := d.budgets.refusal(ctx, d.o.Policy, p, now)
+		if err != nil {
+			return err
+		}
+		if rule != "" {
+			d.state(p).refusal = why
 			continue
 		}
 		st := d.state(p)
+		if waitsForCompletion(p) {
+			st.refusal = "left to complete (" + SafeToEvictAnnotation + "=" + safeToEvictOnCompletion + ")"
+			continue
+		}
 		if now.Before(st.next) {
 			continue
 		}
@@ -300,7 +301,22 @@ func (d *drainer) blockers(pods []corev1.Pod) []Blocker {
 		if pods[i].DeletionTimestamp != nil {
 			why = "terminating"
 		}
-		out = append(out, Blocker{Pod: key(&pods[i]), Reason: why})
+		out = append(out, Blocker{Pod: key(&pods[i]), Rule: RuleLeft, Reason: why})
 	}
 	return out
+}
+
+// PodsToMove names the pods (namespace/name) on node that a drain would
+// have to move: none means the node holds nothing but DaemonSet, mirror
+// and finished pods, and can go without a drain.
+func PodsToMove(ctx context.Context, c kubernetes.Interface, node string) ([]string, error) {
+	pods, err := podsOn(ctx, c, node)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(pods))
+	for i := range pods {
+		out[i] = key(&pods[i])
+	}
+	return out, nil
 }

@@ -63,7 +63,7 @@ func TestDrainHonoursBudgetsOnARealAPIServer(t *testing.T) {
 
 	// A budget that allows no disruption holds the drain: nothing goes.
 	o := nodedrain.Options{Timeout: 3 * time.Second, Backoff: 200 * time.Millisecond, Poll: 200 * time.Millisecond}
-	blockers, err := nodedrain.Blockers(ctx, c, "old")
+	blockers, err := nodedrain.Blockers(ctx, c, "old", nodedrain.Policy{})
 	if err != nil || len(blockers) != 2 {
 		t.Fatalf("Blockers: %v, %v; want both web pods", blockers, err)
 	}
