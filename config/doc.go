@@ -229,7 +229,10 @@
 //     An object with neither drift nor expireAfter replaces nothing (a
 //     warning). The top-level object: maxInFlight, removedPools, windows,
 //     paused. A window is {"schedule", "duration", "timeZone"}, checked by
-//     [ParseWindow]; durations are Go durations such as "720h".
+//     [ParseWindow]; durations are Go durations such as "720h". The
+//     time-zone database is embedded (time/tzdata), so a timeZone loads on a
+//     machine without one, such as a scratch image; the machine's own
+//     database, when it has one, is read first.
 //
 // # Cloud-init templates
 //

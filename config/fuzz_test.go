@@ -59,6 +59,7 @@ func clusterConfigSeeds(f *testing.F) [][]byte {
 		[]byte(`{"replace": {"repairMaxUnhealthy": "20%"}, "nodeConfigs": {"pool1": {"replace": {"repairAfter": "15m"}}}}`),
 		[]byte(`{"replace": {"repairMaxUnhealthy": "-5%"}, "nodeConfigs": {"pool1": {"replace": {"repairAfter": "1m", "drift": []}}, "pool2": {"replace": {"repairAfter": "9223372036854775807ns"}}}}`),
 		[]byte(`{"replace": {"repairMaxUnhealthy": "%"}}`),
+		[]byte(`{"replace": {"RemovedPools": true, "windows": [{"Schedule": "x", "timezone": "europe/berlin"}]}, "nodeConfigs": {"pool1": {"replace": {"removedPool": true, "MAXSURGE": 1, "repairMaxUnhealthy": 1, "windows": [{"timeZone": "Mars/Olympus", "schedule": "@every 1h"}]}}}}`),
 		[]byte(`{"replace": {"repairMaxUnhealthy": 1e3}}`),
 	}
 }
