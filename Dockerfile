@@ -1,7 +1,9 @@
 # syntax=docker/dockerfile:1
 #
-# The hcloudscale command (serve, validate, status, scale, cleanup) as a
-# static binary on an image that holds nothing else but CA certificates.
+# The hcloudscale command (serve, validate, status, replace, scale, cleanup)
+# as a static binary on an image that holds nothing else but CA
+# certificates; the binary carries the time-zone database of maintenance
+# windows itself.
 #
 # Build for the platforms of your cluster (cax servers are arm64) and push:
 #

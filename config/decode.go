@@ -113,6 +113,22 @@ func (p *problems) members(path string, raw json.RawMessage, fn func(key string,
 // ("taints" and "Taints") are an error, since upstream silently used one
 // of them.
 func (p *problems) fields(path string, raw json.RawMessage, handlers map[string]func(path string, raw json.RawMessage)) {
+	p.fieldsWith(path, raw, handlers, keyRules{})
+}
+
+// keyRules adjust how fieldsWith matches keys.
+type keyRules struct {
+	// exactCase refuses a key in another case (with a suggestion) instead
+	// of matching it with a warning: for objects upstream never had, where
+	// no configuration relies on case-insensitive matching.
+	exactCase bool
+	// elsewhere names where keys that belong to another object go, so that
+	// such a key here is an error that points there.
+	elsewhere map[string]string
+}
+
+// fieldsWith is fields with rules.
+func (p *problems) fieldsWith(path string, raw json.RawMessage, handlers map[string]func(path string, raw json.RawMessage), rules keyRules) {
 	known := make([]string, 0, len(handlers))
 	var listed []string // what an unknown key's message offers: no upstream internals
 	for k := range handlers {
@@ -127,13 +143,21 @@ func (p *problems) fields(path string, raw json.RawMessage, handlers map[string]
 	p.members(path, raw, func(key string, value json.RawMessage) {
 		h, ok := handlers[key]
 		canonical := key
-		if !ok {
+		if !ok && !rules.exactCase {
 			if c := foldMatch(key, known); c != "" {
 				h, ok, canonical = handlers[c], true, c
 			}
 		}
 		if !ok {
-			if s := suggest(key, listed); s != "" {
+			for k, where := range rules.elsewhere {
+				if strings.EqualFold(k, key) {
+					p.addf(childPath(path, key), "not a setting here: %s", where)
+					return
+				}
+			}
+			if c := foldMatch(key, known); c != "" {
+				p.addf(childPath(path, key), "unknown key, did you mean %q (keys new in hcloudscale are matched in their case only)", c)
+			} else if s := suggest(key, listed); s != "" {
 				p.addf(childPath(path, key), "unknown key, did you mean %q", s)
 			} else {
 				p.addf(childPath(path, key), "unknown key, want one of %s", strings.Join(listed, ", "))

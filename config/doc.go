@@ -230,8 +230,12 @@
 //     booleans into [Replace.EvictPods] (absent: the top-level value).
 //     An object with neither drift nor expireAfter replaces nothing (a
 //     warning). The top-level object: maxInFlight, removedPools, windows,
-//     paused, and the three evict keys into [ClusterReplace.EvictPods]. A window is {"schedule", "duration", "timeZone"}, checked by
-//     [ParseWindow]; durations are Go durations such as "720h".
+//     paused, and the three evict keys into [ClusterReplace.EvictPods]. A
+//     window is {"schedule", "duration", "timeZone"}, checked by
+//     [ParseWindow]; durations are Go durations such as "720h". The
+//     time-zone database is embedded (time/tzdata), so a timeZone loads on a
+//     machine without one, such as a scratch image; the machine's own
+//     database, when it has one, is read first.
 //
 // # Cloud-init templates
 //

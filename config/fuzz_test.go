@@ -59,6 +59,7 @@ func clusterConfigSeeds(f *testing.F) [][]byte {
 		[]byte(`{"replace": {"repairMaxUnhealthy": "20%"}, "nodeConfigs": {"pool1": {"replace": {"repairAfter": "15m"}}}}`),
 		[]byte(`{"replace": {"repairMaxUnhealthy": "-5%"}, "nodeConfigs": {"pool1": {"replace": {"repairAfter": "1m", "drift": []}}, "pool2": {"replace": {"repairAfter": "9223372036854775807ns"}}}}`),
 		[]byte(`{"replace": {"repairMaxUnhealthy": "%"}}`),
+		[]byte(`{"replace": {"RemovedPools": true, "windows": [{"Schedule": "x", "timezone": "europe/berlin"}]}, "nodeConfigs": {"pool1": {"replace": {"removedPool": true, "MAXSURGE": 1, "repairMaxUnhealthy": 1, "windows": [{"timeZone": "Mars/Olympus", "schedule": "@every 1h"}]}}}}`),
 		[]byte(`{"replace": {"repairMaxUnhealthy": 1e3}}`),
 		[]byte(`{"nodeConfigs": {"pool1": {"publicIPv4": false, "publicIPv6": true}, "p2": {"serverType": "cx22", "location": "fsn1", "maxSize": 1, "publicIPv4": false, "publicIPv6": false, "subnetIPRange": "10.0.1.0/24"}}}`),
 		[]byte(`{"nodeConfigs": {"pool1": {"publicIPv4": "false", "publicipv6": null, "PublicIPv4": true}}}`),

@@ -143,9 +143,10 @@ func TestLoad(t *testing.T) {
 			want.Source = SourceClusterConfig
 			want.Pools = []Pool{{
 				Name: "pool1", MinSize: 1, MaxSize: 3, ServerType: "cx22", Location: "fsn1", Origin: "--nodes[0] (pool1)",
-				Images:       ImagesForArch{AMD64: DefaultImage, ARM64: DefaultImage},
-				ServerLabels: map[string]string{LabelNodeGroup: "pool1"},
-				PublicIPv4:   true, PublicIPv6: true,
+				Images:         ImagesForArch{AMD64: DefaultImage, ARM64: DefaultImage},
+				SnapshotImages: []Arch{ArchAMD64, ArchARM64},
+				ServerLabels:   map[string]string{LabelNodeGroup: "pool1"},
+				PublicIPv4:     true, PublicIPv6: true,
 			}}
 			want.Warnings = []string{`imagesForArch: no amd64 or arm64 entry for pools pool1: their servers boot "ubuntu-24.04" from the default, where upstream sent no image name and booted the newest snapshot of the architecture; set imagesForArch to choose`}
 			if diff := cmp.Diff(&want, c, cmpopts.EquateEmpty(), cmpopts.EquateComparable(netip.Prefix{})); diff != "" {

@@ -1,9 +1,16 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	// The time-zone database is embedded so that a window's timeZone
+	// loads on a machine without one: the scratch image hcloudscale
+	// ships in, and the images of programs built on this package.
+	_ "time/tzdata"
+	"unicode"
 
 	"github.com/robfig/cron/v3"
 )
@@ -210,49 +217,108 @@ type Window struct {
 }
 
 // ParseWindow checks and compiles a window. Errors name the part at
-// fault but no setting: the caller adds the path.
+// fault but no setting: the caller adds the path. Everything wrong with
+// the window is reported at once.
 func ParseWindow(schedule string, duration time.Duration, timeZone string) (Window, error) {
-	w, part, err := compileWindow(schedule, duration, timeZone)
-	if err != nil {
-		return w, fmt.Errorf("%s %w", part, err)
+	w, faults := compileWindow(schedule, duration, timeZone)
+	errs := make([]error, len(faults))
+	for i, f := range faults {
+		errs[i] = fmt.Errorf("%s %w", f.part, f.err)
 	}
-	return w, nil
+	return w, errors.Join(errs...)
 }
 
-// compileWindow is ParseWindow, returning the part at fault ("schedule",
-// "duration" or "timeZone", the JSON keys of a window) apart from its
-// error, so that an error can be reported at that part's path.
-func compileWindow(schedule string, duration time.Duration, timeZone string) (w Window, part string, err error) {
+// windowFault is one thing wrong with a window: the part at fault
+// ("schedule", "duration" or "timeZone", the JSON keys of a window) apart
+// from its error, so that it can be reported at that part's path.
+type windowFault struct {
+	part string
+	err  error
+}
+
+// compileWindow is ParseWindow, returning every fault of the window, in
+// the order of its JSON keys; w is compiled only when there is none.
+func compileWindow(schedule string, duration time.Duration, timeZone string) (w Window, faults []windowFault) {
 	w = Window{Schedule: schedule, Duration: duration, TimeZone: timeZone}
-	if duration <= 0 {
-		return w, "duration", fmt.Errorf("%s is not positive", shortDuration(duration))
-	}
-	loc := time.UTC
-	if timeZone != "" {
-		l, err := loadLocation(timeZone)
+	add := func(part string, err error) {
 		if err != nil {
-			return w, "timeZone", fmt.Errorf("%q is not an IANA time zone such as Europe/Berlin", timeZone)
+			faults = append(faults, windowFault{part, err})
 		}
-		loc = l
 	}
+	spec, err := parseSchedule(schedule)
+	add("schedule", err)
+	if duration <= 0 {
+		add("duration", fmt.Errorf("%s is not positive", shortDuration(duration)))
+	}
+	loc, err := windowLocation(timeZone)
+	add("timeZone", err)
+	if len(faults) == 0 {
+		w.spec, w.loc = spec, loc
+	}
+	return w, faults
+}
+
+// parseSchedule compiles a window's cron expression.
+func parseSchedule(schedule string) (cron.Schedule, error) {
 	spec, err := cron.ParseStandard(schedule)
 	if err != nil {
-		return w, "schedule", fmt.Errorf("%q: %v (want five fields: minute hour day-of-month month day-of-week, such as \"0 2 * * 1-5\")", schedule, err)
+		return nil, fmt.Errorf("%q: %v (want five fields: minute hour day-of-month month day-of-week, such as \"0 2 * * 1-5\")", schedule, err)
 	}
 	cs, ok := spec.(*cron.SpecSchedule)
 	if !ok {
-		return w, "schedule", fmt.Errorf("%q: @every has no fixed start; name the times, such as \"0 */6 * * *\"", schedule)
+		return nil, fmt.Errorf("%q: @every has no fixed start; name the times, such as \"0 */6 * * *\"", schedule)
 	}
 	if cs.Location != time.Local {
-		return w, "schedule", fmt.Errorf("%q: set the time zone with timeZone, not in the schedule", schedule)
+		return nil, fmt.Errorf("%q: set the time zone with timeZone, not in the schedule", schedule)
 	}
 	// cron gives up after five years: a schedule such as "0 0 30 2 *"
 	// (February 30) never opens.
 	if spec.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
-		return w, "schedule", fmt.Errorf("%q never fires", schedule)
+		return nil, fmt.Errorf("%q never fires", schedule)
 	}
-	w.spec, w.loc = spec, loc
-	return w, "", nil
+	return spec, nil
+}
+
+// windowLocation loads a window's time zone; empty is UTC. The error
+// keeps the cause, and suggests the name as the database spells it when
+// only its capitals are wrong.
+func windowLocation(name string) (*time.Location, error) {
+	if name == "" {
+		return time.UTC, nil
+	}
+	loc, err := loadLocation(name)
+	if err == nil {
+		return loc, nil
+	}
+	example := "Europe/Berlin"
+	if name == example {
+		example = "America/New_York"
+	}
+	hint := ""
+	if s := zoneSpelling(name); s != "" {
+		hint = fmt.Sprintf(", did you mean %q", s)
+	}
+	return nil, fmt.Errorf("%q cannot be used: %v%s; want an IANA time zone name such as %s or UTC", name, err, hint, example)
+}
+
+// zoneSpelling returns name capitalised as most zones of the database
+// are (each word after a "/", "_" or "-": Europe/Berlin,
+// America/New_York) when a zone of that spelling exists, and "" otherwise.
+func zoneSpelling(name string) string {
+	b := []byte(strings.ToLower(name))
+	for i := range b {
+		if i == 0 || strings.IndexByte("/_-", b[i-1]) >= 0 {
+			b[i] = byte(unicode.ToUpper(rune(b[i])))
+		}
+	}
+	s := string(b)
+	if s == name || strings.EqualFold(s, "Local") {
+		return ""
+	}
+	if _, err := loadLocation(s); err != nil {
+		return ""
+	}
+	return s
 }
 
 // locations caches time zones by name, so that two loads of one
@@ -266,7 +332,7 @@ func loadLocation(name string) (*time.Location, error) {
 		return l.(*time.Location), nil
 	}
 	if name == "Local" {
-		return nil, fmt.Errorf("the machine's time zone")
+		return nil, fmt.Errorf("that is the machine's time zone, not one of the cluster")
 	}
 	l, err := time.LoadLocation(name)
 	if err != nil {

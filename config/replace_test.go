@@ -52,11 +52,28 @@ func TestParseReplaceErrors(t *testing.T) {
 		{"window schedule not a string", pool(`{"drift": ["image"], "windows": [{"schedule": 2, "duration": "1h"}]}`), []problem{{"nodeConfigs.workers.replace.windows[0].schedule", "want a string, got a number"}}},
 		{"window duration zero", pool(`{"drift": ["image"], "windows": [{"schedule": "0 2 * * *", "duration": "0s"}]}`), []problem{{"nodeConfigs.workers.replace.windows[0].duration", "0s is not positive"}}},
 		{"window duration unparsable", pool(`{"drift": ["image"], "windows": [{"schedule": "0 2 * * *", "duration": "3 hours"}]}`), []problem{{"nodeConfigs.workers.replace.windows[0].duration", `"3 hours" is not a duration`}}},
-		{"window time zone unknown", pool(`{"drift": ["image"], "windows": [{"schedule": "0 2 * * *", "duration": "1h", "timeZone": "Europe/Bielefeld"}]}`), []problem{{"nodeConfigs.workers.replace.windows[0].timeZone", `"Europe/Bielefeld" is not an IANA time zone`}}},
-		{"window time zone of the machine", pool(`{"drift": ["image"], "windows": [{"schedule": "0 2 * * *", "duration": "1h", "timeZone": "Local"}]}`), []problem{{"nodeConfigs.workers.replace.windows[0].timeZone", `"Local" is not an IANA time zone`}}},
+		{"window time zone unknown", pool(`{"drift": ["image"], "windows": [{"schedule": "0 2 * * *", "duration": "1h", "timeZone": "Europe/Bielefeld"}]}`), []problem{{"nodeConfigs.workers.replace.windows[0].timeZone", `"Europe/Bielefeld" cannot be used: unknown time zone Europe/Bielefeld; want an IANA time zone name such as Europe/Berlin or UTC`}}},
+		{"window time zone in other capitals", pool(`{"drift": ["image"], "windows": [{"schedule": "0 2 * * *", "duration": "1h", "timeZone": "america/new_york"}]}`), []problem{{"nodeConfigs.workers.replace.windows[0].timeZone", `unknown time zone america/new_york, did you mean "America/New_York"`}}},
+		{"window faults all at once", pool(`{"drift": ["image"], "windows": [{"schedule": "0 25 * * *", "duration": "-1h", "timeZone": "Europe/Berln"}]}`), []problem{
+			{"nodeConfigs.workers.replace.windows[0].schedule", `"0 25 * * *": `},
+			{"nodeConfigs.workers.replace.windows[0].duration", "-1h is not positive"},
+			{"nodeConfigs.workers.replace.windows[0].timeZone", `"Europe/Berln" cannot be used`},
+		}},
+		{"window without duration, other parts still checked", pool(`{"drift": ["image"], "windows": [{"schedule": "@every 1h", "timeZone": "Mars/Olympus"}]}`), []problem{
+			{"nodeConfigs.workers.replace.windows[0].duration", "required"},
+			{"nodeConfigs.workers.replace.windows[0].schedule", "@every has no fixed start"},
+			{"nodeConfigs.workers.replace.windows[0].timeZone", `"Mars/Olympus" cannot be used`},
+		}},
+		{"window time zone of the machine", pool(`{"drift": ["image"], "windows": [{"schedule": "0 2 * * *", "duration": "1h", "timeZone": "Local"}]}`), []problem{{"nodeConfigs.workers.replace.windows[0].timeZone", `"Local" cannot be used: that is the machine's time zone, not one of the cluster`}}},
 		{"window unknown key", pool(`{"drift": ["image"], "windows": [{"schedule": "0 2 * * *", "duration": "1h", "timezone": "UTC", "tz": "UTC"}]}`), []problem{
+			{"nodeConfigs.workers.replace.windows[0].timezone", `unknown key, did you mean "timeZone" (keys new in hcloudscale are matched in their case only)`},
 			{"nodeConfigs.workers.replace.windows[0].tz", "unknown key, want one of duration, schedule, timeZone"},
 		}},
+		{"key of hcloudscale in another case", pool(`{"drift": ["image"], "maxsurge": 2}`), []problem{{"nodeConfigs.workers.replace.maxsurge", `unknown key, did you mean "maxSurge"`}}},
+		{"removedPools in a pool", pool(`{"drift": ["image"], "removedPools": true}`), []problem{{"nodeConfigs.workers.replace.removedPools", "the top-level replace.removedPools: true"}}},
+		{"removedPool in a pool, as once documented", pool(`{"drift": ["image"], "removedPool": true}`), []problem{{"nodeConfigs.workers.replace.removedPool", "the top-level replace.removedPools: true"}}},
+		{"repairMaxUnhealthy in a pool", pool(`{"repairAfter": "10m", "repairMaxUnhealthy": 2}`), []problem{{"nodeConfigs.workers.replace.repairMaxUnhealthy", "the top-level replace.repairMaxUnhealthy"}}},
+		{"cluster key in another case", `{"replace": {"removedpools": true}}`, []problem{{"replace.removedpools", `did you mean "removedPools"`}}},
 		{"second window at fault", pool(`{"drift": ["image"], "windows": [{"schedule": "0 2 * * *", "duration": "1h"}, {"schedule": "0 3 * * *", "duration": "-1h"}]}`), []problem{{"nodeConfigs.workers.replace.windows[1].duration", "-1h is not positive"}}},
 		{"repairAfter too short", pool(`{"repairAfter": "2m"}`), []problem{{"nodeConfigs.workers.replace.repairAfter", "2m is shorter than the minimum 5m"}}},
 		{"repairAfter not a duration", pool(`{"repairAfter": 900}`), []problem{{"nodeConfigs.workers.replace.repairAfter", "want a string, got a number"}}},
@@ -76,7 +93,7 @@ func TestParseReplaceErrors(t *testing.T) {
 		{"cluster maxInFlight zero", `{"replace": {"maxInFlight": 0}}`, []problem{{"replace.maxInFlight", "0 is out of range 1..1000"}}},
 		{"cluster removedPools not a boolean", `{"replace": {"removedPools": 1}}`, []problem{{"replace.removedPools", "want true or false, got a number"}}},
 		{"cluster paused not a boolean", `{"replace": {"paused": "false"}}`, []problem{{"replace.paused", "want true or false, got a string"}}},
-		{"cluster window at fault", `{"replace": {"windows": [{"schedule": "0 2 * * *", "duration": "1h", "timeZone": "Mars/Olympus"}]}}`, []problem{{"replace.windows[0].timeZone", "not an IANA time zone"}}},
+		{"cluster window at fault", `{"replace": {"windows": [{"schedule": "0 2 * * *", "duration": "1h", "timeZone": "Mars/Olympus"}]}}`, []problem{{"replace.windows[0].timeZone", "unknown time zone Mars/Olympus"}}},
 		{"all at once, in document order", `{"replace": {"maxInFlight": -1}, "nodeConfigs": {"a": {"replace": {"drift": ["nope"], "expireAfter": "1m", "maxSurge": -2}}, "b": {"replace": {"windows": [{"schedule": "x", "duration": "1h"}]}}}}`, []problem{
 			{"replace.maxInFlight", "out of range"},
 			{"nodeConfigs.a.replace.drift[0]", "not a drift reason"},
@@ -323,7 +340,12 @@ func TestValidateReplace(t *testing.T) {
 			r := valid()
 			r.Windows = []Window{{Schedule: "0 2 * * *"}, {Schedule: "0 2 * * *", Duration: time.Hour, TimeZone: "Nowhere"}}
 			c.Pools[0].Replace = r
-		}, []problem{{"pools[0].replace.windows[0].duration", "0s is not positive"}, {"pools[0].replace.windows[1].timeZone", `"Nowhere" is not an IANA time zone`}}},
+		}, []problem{{"pools[0].replace.windows[0].duration", "0s is not positive"}, {"pools[0].replace.windows[1].timeZone", `"Nowhere" cannot be used`}}},
+		{"every fault of a window", func(c *Config) {
+			r := valid()
+			r.Windows = []Window{{Schedule: "x", TimeZone: "Nowhere"}}
+			c.Pools[0].Replace = r
+		}, []problem{{"pools[0].replace.windows[0].schedule", `"x"`}, {"pools[0].replace.windows[0].duration", "0s is not positive"}, {"pools[0].replace.windows[0].timeZone", `"Nowhere" cannot be used`}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -367,7 +389,9 @@ func TestParseWindowErrors(t *testing.T) {
 		want               string
 	}{
 		{"0 2 * * *", "", 0, "duration 0s is not positive"},
-		{"0 2 * * *", "Nowhere", time.Hour, `timeZone "Nowhere" is not an IANA time zone`},
+		{"0 2 * * *", "Nowhere", time.Hour, `timeZone "Nowhere" cannot be used: unknown time zone Nowhere`},
+		{"0 2 * * *", "Europe/Berlin", 0, "duration 0s is not positive"},
+		{"0 2 * *", "Nowhere", 0, "schedule \"0 2 * *\": expected exactly 5 fields, found 4: [0 2 * *] (want five fields: minute hour day-of-month month day-of-week, such as \"0 2 * * 1-5\")\nduration 0s is not positive\ntimeZone \"Nowhere\" cannot be used"},
 		{"", "", time.Hour, `schedule "": `},
 		{"@every 2h", "", time.Hour, "@every has no fixed start"},
 	} {

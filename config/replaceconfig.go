@@ -27,7 +27,7 @@ func (p *problems) replace(path string, raw json.RawMessage) *Replace {
 	r := &Replace{}
 	before := len(p.errs)
 	var expireSet, jitterSet, surgeSet bool
-	p.fields(path, raw, map[string]func(string, json.RawMessage){
+	p.fieldsWith(path, raw, map[string]func(string, json.RawMessage){
 		"drift": func(path string, raw json.RawMessage) {
 			seen := map[string]bool{}
 			p.array(path, raw, func(path string, raw json.RawMessage) {
@@ -80,7 +80,7 @@ func (p *problems) replace(path string, raw json.RawMessage) *Replace {
 		evictUnreplicatedKey: p.override(&r.EvictPods.Unreplicated),
 		evictLocalStorageKey: p.override(&r.EvictPods.LocalStorage),
 		evictKubeSystemKey:   p.override(&r.EvictPods.KubeSystem),
-	})
+	}, keyRules{exactCase: true, elsewhere: clusterOnlyReplaceKeys})
 	p.replaceDefaults(path, r, expireSet, jitterSet, surgeSet)
 	if len(p.errs) == before && !r.Enabled() {
 		p.warnf(path, "none of drift, expireAfter and repairAfter is set: the pool replaces no node")
@@ -103,6 +103,14 @@ func (p *problems) override(dst **bool) func(string, json.RawMessage) {
 			*dst = &b
 		}
 	}
+}
+
+// clusterOnlyReplaceKeys are the settings of the top-level replace object
+// that a pool's replace object does not have, with where they go.
+var clusterOnlyReplaceKeys = map[string]string{
+	"removedPools":       "removed pools are drained out by the top-level replace.removedPools: true (a removed pool has no nodeConfigs entry left to say it)",
+	"removedPool":        "removed pools are drained out by the top-level replace.removedPools: true (a removed pool has no nodeConfigs entry left to say it)",
+	"repairMaxUnhealthy": "it is a setting of the whole cluster: the top-level replace.repairMaxUnhealthy",
 }
 
 // timeout decodes a positive duration into dst.
@@ -166,7 +174,7 @@ func (p *problems) clusterReplace(path string, raw json.RawMessage) *ClusterRepl
 	flag := func(dst *bool) func(string, json.RawMessage) {
 		return func(path string, raw json.RawMessage) { *dst, _ = p.boolean(path, raw) }
 	}
-	p.fields(path, raw, map[string]func(string, json.RawMessage){
+	p.fieldsWith(path, raw, map[string]func(string, json.RawMessage){
 		"maxInFlight": func(path string, raw json.RawMessage) {
 			if n, ok := p.integer(path, raw); ok {
 				if err := checkBudget(n, 1); err != nil {
@@ -187,7 +195,7 @@ func (p *problems) clusterReplace(path string, raw json.RawMessage) *ClusterRepl
 		evictUnreplicatedKey: flag(&r.EvictPods.Unreplicated),
 		evictLocalStorageKey: flag(&r.EvictPods.LocalStorage),
 		evictKubeSystemKey:   flag(&r.EvictPods.KubeSystem),
-	})
+	}, keyRules{exactCase: true})
 	r.MaxInFlight = cmp.Or(r.MaxInFlight, DefaultClusterReplaceMaxInFlight)
 	r.RepairMaxUnhealthy = cmp.Or(r.RepairMaxUnhealthy, DefaultRepairMaxUnhealthy)
 	return r
@@ -230,35 +238,37 @@ func (p *problems) windows(path string, raw json.RawMessage) []Window {
 		before := len(p.errs)
 		var schedule, timeZone string
 		var duration time.Duration
-		var hasSchedule, hasDuration bool
-		p.fields(path, raw, map[string]func(string, json.RawMessage){
+		// given holds the parts present, ok those decoded: each decoded
+		// part is checked on its own, so that every fault shows at once.
+		given, ok := map[string]bool{}, map[string]bool{}
+		p.fieldsWith(path, raw, map[string]func(string, json.RawMessage){
 			"schedule": func(path string, raw json.RawMessage) {
-				hasSchedule = true
-				schedule, _ = p.str(path, raw)
+				given["schedule"] = true
+				schedule, ok["schedule"] = p.str(path, raw)
 			},
 			"duration": func(path string, raw json.RawMessage) {
-				hasDuration = true
-				duration, _ = p.duration(path, raw)
+				given["duration"] = true
+				duration, ok["duration"] = p.duration(path, raw)
 			},
 			"timeZone": func(path string, raw json.RawMessage) {
-				timeZone, _ = p.str(path, raw)
+				timeZone, ok["timeZone"] = p.str(path, raw)
 			},
-		})
-		if !hasSchedule {
+		}, keyRules{exactCase: true})
+		if !given["schedule"] {
 			p.addf(path+".schedule", "required: a cron expression of the times the window opens, such as \"0 2 * * 1-5\"")
 		}
-		if !hasDuration {
+		if !given["duration"] {
 			p.addf(path+".duration", "required: how long the window stays open, such as \"3h\"")
 		}
-		if len(p.errs) > before {
-			return
+		w, faults := compileWindow(schedule, duration, timeZone)
+		for _, f := range faults {
+			if ok[f.part] {
+				p.add(path+"."+f.part, f.err)
+			}
 		}
-		w, part, err := compileWindow(schedule, duration, timeZone)
-		if err != nil {
-			p.add(path+"."+part, err)
-			return
+		if len(p.errs) == before {
+			out = append(out, w)
 		}
-		out = append(out, w)
 	})
 	return out
 }
@@ -354,8 +364,9 @@ func (p *problems) validateClusterReplace(path string, r *ClusterReplace) {
 // Window built in code has not been compiled.
 func (p *problems) validateWindows(path string, windows []Window) {
 	for i, w := range windows {
-		if _, part, err := compileWindow(w.Schedule, w.Duration, w.TimeZone); err != nil {
-			p.add(indexPath(path, i)+"."+part, err)
+		_, faults := compileWindow(w.Schedule, w.Duration, w.TimeZone)
+		for _, f := range faults {
+			p.add(indexPath(path, i)+"."+f.part, f.err)
 		}
 	}
 }

@@ -404,6 +404,7 @@ func (p *problems) upstreamImages(cfg *Config, cc *ClusterConfig, imageSet bool)
 			if upstream != "" || ours == "" {
 				continue
 			}
+			pool.SnapshotImages = append(pool.SnapshotImages, arch)
 			i := slices.IndexFunc(changes, func(c *change) bool { return c.spec == ours && c.from == from })
 			if i < 0 {
 				changes = append(changes, &change{spec: ours, from: from})

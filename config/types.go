@@ -162,6 +162,13 @@ type Pool struct {
 	// the newest snapshot of such an architecture. hcloudscale.New, which
 	// knows the pool's architecture, warns about it.
 	InheritedImages []Arch
+	// SnapshotImages lists the architectures for which the upstream
+	// provider, given the same cluster config, sent no image name and so
+	// booted the newest snapshot of the project, where this pool's servers
+	// boot Images' spec (HCLOUD_IMAGE or DefaultImage). Servers adopted
+	// from upstream run that snapshot, so image drift makes every one of
+	// them due.
+	SnapshotImages []Arch
 
 	// Labels and Taints go into the scale-from-zero template.
 	Labels map[string]string

@@ -30,7 +30,9 @@ Checks a configuration before it is deployed: the --nodes flags and the environm
 variables of the Cluster Autoscaler's Hetzner provider, read exactly as the provider
 (or hcloudscale serve) will read them. Every problem is printed at once, each with the
 setting it concerns (an environment variable, a --nodes flag or a cluster-config JSON
-path), followed by the resolved plan per pool.
+path), followed by the resolved plan per pool: with its node lifecycle (replace, the
+defaults filled in, the maintenance windows that apply and when they next open), and the
+source of the cluster config it read. Offline it needs no token.
 
 With --online it also does everything the provider checks at start against the API:
 the token, the network and that each subnet range is one of its subnets, every firewall,
@@ -74,13 +76,22 @@ Flags:
 
 // validateResult is the output of validate.
 type validateResult struct {
-	Valid    bool       `json:"valid"`
-	Online   bool       `json:"online"`
-	Problems []problem  `json:"problems"`
-	Warnings []string   `json:"warnings"`
-	Source   string     `json:"source,omitempty"`
-	Cluster  string     `json:"clusterName,omitempty"`
-	Pools    []poolPlan `json:"pools,omitempty"`
+	Valid    bool      `json:"valid"`
+	Online   bool      `json:"online"`
+	Problems []problem `json:"problems"`
+	Warnings []string  `json:"warnings"`
+	// Notes are remarks that are neither problems nor warnings.
+	Notes []string `json:"notes,omitempty"`
+	// Source is the cluster config's source (config.Source), SourceFile
+	// the file it was read from.
+	Source     string              `json:"source,omitempty"`
+	SourceFile string              `json:"sourceFile,omitempty"`
+	Cluster    string              `json:"clusterName,omitempty"`
+	Replace    *clusterReplacePlan `json:"replace,omitempty"`
+	Pools      []poolPlan          `json:"pools,omitempty"`
+	// AdoptedImageDrift names the pools whose image drift replaces every
+	// server adopted from the upstream provider (their warning is first).
+	AdoptedImageDrift []string `json:"adoptedImageDrift,omitempty"`
 }
 
 // poolPlan is what hcloudscale will do for one pool. The fields after
@@ -106,6 +117,7 @@ type poolPlan struct {
 	MaxPods        int                  `json:"maxPods"`
 	Reserved       map[string]string    `json:"reserved,omitempty"`
 	Autoscaling    map[string]string    `json:"autoscaling,omitempty"`
+	Replace        *replacePlan         `json:"replace,omitempty"`
 
 	Arch             string     `json:"arch,omitempty"`
 	Cores            int        `json:"cores,omitempty"`
@@ -149,11 +161,17 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, e
 	}
 
 	res := validateResult{Online: *online, Problems: []problem{}, Warnings: []string{}}
+	if !*online {
+		env, res.Notes = offlineToken(env)
+	}
 	cfg, err := config.Load(env, *cf.nodes)
 	if err != nil {
 		res.Problems = problems(err)
 	} else {
 		res.Source, res.Cluster = string(cfg.Source), cfg.ClusterName
+		if cfg.Source == config.SourceClusterConfigFile {
+			res.SourceFile, _ = env.Lookup(config.EnvClusterConfigFile)
+		}
 		res.Warnings = append(res.Warnings, cfg.Warnings...)
 		for i := range cfg.Pools {
 			res.Pools = append(res.Pools, planPool(&cfg.Pools[i]))
@@ -165,6 +183,7 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, e
 		}
 		res.Warnings = append(res.Warnings, config.NodeLabelWarnings(cfg, *labelNodes)...)
 		res.Warnings = append(res.Warnings, placeholderWarnings(cfg)...)
+		planLifecycle(cfg, &res, time.Now())
 	}
 	if *strict {
 		for _, w := range res.Warnings {
@@ -329,6 +348,13 @@ func printValidate(w io.Writer, res *validateResult) {
 	if len(res.Pools) > 0 && (len(res.Problems) > 0 || len(res.Warnings) > 0) {
 		fmt.Fprintln(w)
 	}
+	if res.Replace != nil {
+		fmt.Fprintln(w, "Node lifecycle (top-level replace)")
+		tb := newTable(w)
+		printClusterReplace(tb, res.Replace)
+		tb.flush()
+		fmt.Fprintln(w)
+	}
 	for i, p := range res.Pools {
 		if i > 0 {
 			fmt.Fprintln(w)
@@ -338,21 +364,61 @@ func printValidate(w io.Writer, res *validateResult) {
 	if len(res.Pools) > 0 {
 		fmt.Fprintln(w)
 	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(w, "Note: %s\n", n)
+	}
 	switch {
 	case !res.Valid:
-		fmt.Fprintf(w, "The configuration is not valid: fix the %s above.\n", plural(len(res.Problems), "problem"))
+		fmt.Fprintf(w, "The configuration is not valid: fix the %s above (%s).\n", plural(len(res.Problems), "problem"), sourceText(res))
 	case res.Online:
 		fmt.Fprintf(w, "The configuration is valid, checked against the API (%s).\n", poolCount(res))
 	default:
 		fmt.Fprintf(w, "The configuration is valid (%s); add --online to check it against the API.\n", poolCount(res))
 	}
+	if len(res.AdoptedImageDrift) > 0 {
+		fmt.Fprintf(w, "But read the first warning: image drift in %s replaces every server adopted from the upstream provider.\n", strings.Join(res.AdoptedImageDrift, ", "))
+	}
+}
+
+// sourceText names where the cluster config was read from.
+func sourceText(res *validateResult) string {
+	switch {
+	case res.SourceFile != "":
+		return fmt.Sprintf("cluster config from %s=%s", res.Source, res.SourceFile)
+	case res.Source != "":
+		return "cluster config from " + res.Source
+	}
+	return "no cluster config: " + config.EnvClusterConfig + ", " + config.EnvClusterConfigFile + " and " + config.EnvCloudInit + " are unset"
+}
+
+// offlineToken lets an offline check go without a token, which it never
+// uses: when neither HCLOUD_TOKEN nor HCLOUD_TOKEN_FILE is set, env gets a
+// stand-in, and the note says so.
+func offlineToken(env config.Env) (config.Env, []string) {
+	for _, name := range []string{config.EnvToken, config.EnvTokenFile} {
+		if v, _ := lookupEnv(env, name); strings.TrimSpace(v) != "" {
+			return env, nil
+		}
+	}
+	lookup := env.Lookup
+	env.Lookup = func(name string) (string, bool) {
+		if name == config.EnvToken {
+			return "offline-check-without-a-token", true
+		}
+		return lookupEnv(config.Env{Lookup: lookup}, name)
+	}
+	return env, []string{config.EnvToken + " is not set: an offline check needs none; serve, status, replace and validate --online do."}
+}
+
+func lookupEnv(env config.Env, name string) (string, bool) {
+	if env.Lookup == nil {
+		return "", false
+	}
+	return env.Lookup(name)
 }
 
 func poolCount(res *validateResult) string {
-	s := plural(len(res.Pools), "pool")
-	if res.Source != "" {
-		s += " from " + res.Source
-	}
+	s := plural(len(res.Pools), "pool") + ", " + sourceText(res)
 	if res.Cluster != "" {
 		s += fmt.Sprintf(", cluster %q", res.Cluster)
 	}
@@ -412,6 +478,7 @@ func printPlan(w io.Writer, p *poolPlan) {
 	kv("reserved", orDash(joinLabels(p.Reserved)))
 	kv("autoscaling", orDash(joinLabels(p.Autoscaling)))
 	kv("cloud-init", plural(p.CloudInitBytes, "byte"))
+	replaceRows(kv, p.Replace)
 	tb.flush()
 }
 

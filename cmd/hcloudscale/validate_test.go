@@ -67,7 +67,7 @@ func TestValidateExampleConfig(t *testing.T) {
 		"EUR per hour net",
 		"workload=batch:NoSchedule",
 		"cpu=200m, ephemeral-storage=2Gi, memory=1Gi",
-		"The configuration is valid, checked against the API (3 pools from HCLOUD_CLUSTER_CONFIG_FILE, cluster \"prod\").",
+		"The configuration is valid, checked against the API (3 pools, cluster config from HCLOUD_CLUSTER_CONFIG_FILE=/etc/hcloudscale/cluster-config.json, cluster \"prod\").",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("validate --online output lacks %q; output:\n%s", want, r.stdout)
@@ -93,9 +93,10 @@ func TestValidateProblems(t *testing.T) {
 		want  []problem
 	}{
 		{
-			name:  "no token, bad boolean, bad timeout: all at once",
-			extra: map[string]string{config.EnvToken: "", config.EnvPublicIPv4: "maybe", config.EnvServerCreationTimeout: "-5"},
-			nodes: []string{"--nodes=0:10:cpx31:fsn1:workers"},
+			name:   "no token online, bad boolean, bad timeout: all at once",
+			extra:  map[string]string{config.EnvToken: "", config.EnvPublicIPv4: "maybe", config.EnvServerCreationTimeout: "-5"},
+			nodes:  []string{"--nodes=0:10:cpx31:fsn1:workers"},
+			online: true,
 			want: []problem{
 				{"HCLOUD_TOKEN", "required (or HCLOUD_TOKEN_FILE)"},
 				{"HCLOUD_PUBLIC_IPV4", `"maybe" is not a boolean (true, false, 1, 0, ...)`},
