@@ -421,3 +421,17 @@ func (s *spreadGroups) hasGroups() bool {
 	defer s.mu.Unlock()
 	return len(s.groups) > 0
 }
+
+// LoadSpreadGroups lists the pool's spread groups now, unless they were
+// listed before or the pool has no SpreadGroups: for a caller that reads
+// [Pool.SpreadGroups] right after a start, such as the status command.
+func (p *Pool) LoadSpreadGroups(ctx context.Context) error {
+	s := p.spread
+	s.mu.Lock()
+	loaded := s.loaded
+	s.mu.Unlock()
+	if loaded || !p.current().cfg.SpreadGroups {
+		return nil
+	}
+	return s.load(ctx)
+}

@@ -78,6 +78,15 @@ type poolStatus struct {
 	OrderableUntil *time.Time            `json:"orderableUntil,omitempty"`
 	Instances      []instanceStatus      `json:"instances"`
 	Unavailable    []unavailableOffering `json:"unavailable"`
+	// SpreadGroups are the placement groups of a pool with spreadGroups
+	// and how many of the ten slots of each are taken.
+	SpreadGroups []spreadGroupStatus `json:"spreadGroups,omitempty"`
+}
+
+type spreadGroupStatus struct {
+	ID      int64  `json:"id"`
+	Name    string `json:"name"`
+	Servers int    `json:"servers"`
 }
 
 type instanceStatus struct {
@@ -206,6 +215,9 @@ func clusterStatus(ctx context.Context, c *hcloudscale.Cluster) (*statusResult, 
 		res.Warnings = append(res.Warnings, "drift: "+err.Error())
 	}
 	for _, p := range c.Pools() {
+		if err := p.LoadSpreadGroups(ctx); err != nil {
+			return nil, err
+		}
 		ps := newPoolStatus(p, byName[p.Config().ServerType])
 		if err := markUnfinished(ctx, c, p, &ps); err != nil {
 			return nil, err
@@ -237,6 +249,9 @@ func newPoolStatus(p *pool.Pool, t *servercache.ServerType) poolStatus {
 	}
 	for _, in := range p.Instances() {
 		ps.Instances = append(ps.Instances, newInstanceStatus(in))
+	}
+	for _, g := range p.SpreadGroups() {
+		ps.SpreadGroups = append(ps.SpreadGroups, spreadGroupStatus{ID: g.ID, Name: g.Name, Servers: g.Servers})
 	}
 	for _, u := range st.Unavailable {
 		ps.Unavailable = append(ps.Unavailable, unavailableOffering{
@@ -382,6 +397,7 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 	printDrifted(w, res)
 	printReplacements(w, res)
 	printUnavailable(w, res)
+	printSpreadGroups(w, res)
 
 	if len(res.Warnings) > 0 {
 		fmt.Fprintf(w, "\nWarnings\n")
@@ -479,6 +495,25 @@ func printReplacements(w io.Writer, res *statusResult) {
 	}
 	if tb != nil {
 		tb.flush()
+	}
+}
+
+// printSpreadGroups lists the spread groups of each pool with their fill.
+func printSpreadGroups(w io.Writer, res *statusResult) {
+	header := false
+	for _, p := range res.Pools {
+		if len(p.SpreadGroups) == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\nSpread placement groups\n")
+			header = true
+		}
+		var groups []string
+		for _, g := range p.SpreadGroups {
+			groups = append(groups, fmt.Sprintf("%s %d/%d", g.Name, g.Servers, pool.MaxSpreadMembers))
+		}
+		fmt.Fprintf(w, "  %s: %s\n", p.Name, strings.Join(groups, ", "))
 	}
 }
 

@@ -243,3 +243,42 @@ func TestStatusListsRemovedPools(t *testing.T) {
 		t.Errorf("status table does not mark the removed pool:\n%s", r.stdout)
 	}
 }
+
+// TestStatusShowsSpreadGroups: the groups of a pool with spreadGroups,
+// found by their labels, with their fill; a group of another cluster is
+// not the pool's.
+func TestStatusShowsSpreadGroups(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	own, err := p.api.AddPlacementGroup(hcloudtest.PlacementGroup{Name: "arm-batch-spread-1", Labels: map[string]string{
+		config.LabelSpreadPool: "arm-batch", config.LabelCluster: "prod",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.api.AddPlacementGroup(hcloudtest.PlacementGroup{Name: "staging-spread", Labels: map[string]string{
+		config.LabelSpreadPool: "arm-batch", config.LabelCluster: "staging",
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	addServers(t, p,
+		hcloudtest.ServerInfo{Name: "arm-1", ServerType: "cax21", Location: "nbg1", PlacementGroup: own, Labels: poolLabels("arm-batch", "prod")},
+		hcloudtest.ServerInfo{Name: "arm-2", ServerType: "cax21", Location: "nbg1", PlacementGroup: own, Labels: poolLabels("arm-batch", "prod")},
+	)
+	r := runCmd(t, runStatus, p.env(t, nil), append([]string{"-o", "json"}, exampleNodes...)...)
+	if r.code != exitOK {
+		t.Fatalf("status = %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
+	}
+	got := map[string][]spreadGroupStatus{}
+	for _, ps := range decodeJSON[statusResult](t, r).Pools {
+		got[ps.Name] = ps.SpreadGroups
+	}
+	want := map[string][]spreadGroupStatus{"arm-batch": {{ID: own, Name: "arm-batch-spread-1", Servers: 2}}, "workers": nil, "arm-batch-hel1": nil}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("spread groups (-want +got):\n%s", diff)
+	}
+	text := runCmd(t, runStatus, p.env(t, nil), exampleNodes...)
+	if !strings.Contains(text.stdout, "Spread placement groups\n  arm-batch: arm-batch-spread-1 2/10\n") {
+		t.Errorf("status output lacks the spread groups:\n%s", text.stdout)
+	}
+}
