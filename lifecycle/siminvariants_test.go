@@ -34,12 +34,6 @@ const (
 // why; delete it once the code holds the invariant.
 var openInvariants = map[string]string{
 	invEvictOrphan: "pods without a controller are evicted: no per-pool setting exists yet to allow it, so none is allowed",
-	// A stop does not cancel its drain, and a replacement being deleted
-	// is taken as Ready: evictions and deletes go on without a
-	// replacement that stands.
-	invEvictReplacement: "a drain goes on while its replacement is gone or being deleted",
-	invEvictUnmarked:    "a stopped replacement's drain goes on on the uncordoned node",
-	invDeleteLive:       "the old server is deleted while its replacement is gone or being deleted",
 }
 
 // replacementState says why the replacement named in a mark cannot stand
