@@ -71,4 +71,12 @@
 // each replacement where it stood: a drain starts again, a replacement
 // whose old server is gone is finished, a mark whose replacement is gone
 // is undone.
+//
+// # Turned off
+//
+// Controller.RollBack, for a process that runs without the lifecycle,
+// finishes a replacement whose old node is drained beside a Ready
+// replacement and rolls back every other one: the old node uncordoned, the
+// annotations removed, the replacement deleted while it holds nothing but
+// DaemonSet and mirror pods (else kept, unprotected).
 package lifecycle

@@ -90,9 +90,17 @@ func TestUnreplicatedPodArrivingMidReplacementStopsIt(t *testing.T) {
 	e := newEnv(t, 1, rc)
 	old := e.running()[0]
 	e.reconfigure("#cloud-config\n# v2\n", rc, nil)
-	p, err := e.ctrl.Step(context.Background())
-	if err != nil || p.Count(lifecycle.StateStart) != 1 {
-		t.Fatalf("first step: %+v, %v; want the replacement started", p, err)
+	started := false
+	for i := 0; i < 100 && !started; i++ {
+		p, err := e.ctrl.Step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		started = p.Count(lifecycle.StateStart) == 1
+		_ = e.cluster.Refresh(context.Background())
+	}
+	if !started {
+		t.Fatal("the replacement did not start")
 	}
 	e.addBarePod("lonely", old.Name)
 	e.run(400, 1, 1, func() bool {

@@ -27,15 +27,24 @@ import (
 func replaceHelp(fs *flag.FlagSet) func(io.Writer) {
 	return func(w io.Writer) {
 		fmt.Fprint(w, `Usage: hcloudscale replace --plan [flags]
+       hcloudscale replace --abort [flags]
 
-Shows what the node lifecycle (serve --replace-nodes) would do now: per pool
-and node, why it is due (drift:<reason>, expired, removed_pool,
-repair:not_ready), whether its
+--plan shows what the node lifecycle (serve --replace-nodes) would do now: per pool
+and node, why it is due (drift:<reason>, expired, removed_pool, repair:not_ready), whether its
 replacement starts now, is in progress (and its phase) or what blocks it (a
 window, a budget, the pool's max size, a pod or a PodDisruptionBudget, a
 pause), and the hourly price of the replacement against the server it
 replaces, at current prices. Nothing is changed. It reads the servers from the
 Hetzner API (one listing) and the nodes, pods and budgets from Kubernetes.
+
+--abort ends what the lifecycle left, once it is turned off (serve without
+--replace-nodes does the same at its start): a replacement whose old node was
+drained and whose replacement is Ready is finished (the old server deleted);
+every other one is rolled back: the old node uncordoned, the lifecycle's
+annotations removed, the replacement deleted when it holds nothing but
+DaemonSet pods, else kept without its scale-down protection. A live node is
+never deleted unless its replacement is Ready. Run it only while no serve
+--replace-nodes runs. It reports what it did to each node.
 
 Flags:
 `)
@@ -48,13 +57,14 @@ func runReplace(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	fs := flag.NewFlagSet("replace", flag.ContinueOnError)
 	cf := registerConfigFlags(fs)
 	output := outputFlag(fs)
-	plan := fs.Bool("plan", false, "show the plan (required: replacements run in serve --replace-nodes)")
+	plan := fs.Bool("plan", false, "show the plan (replacements run in serve --replace-nodes)")
+	abort := fs.Bool("abort", false, "finish or roll back every replacement the lifecycle left (it must be off)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig `file`; empty: the file $KUBECONFIG names, else the pod's service account")
 	if code, ok := parseFlags(fs, args, stdout, stderr, replaceHelp(fs)); !ok {
 		return code
 	}
-	if !*plan {
-		return usageError(stderr, "replace", errors.New("--plan is required: nodes are replaced by serve --replace-nodes, which holds the leader Lease"))
+	if *plan == *abort {
+		return usageError(stderr, "replace", errors.New("give one of --plan and --abort: nodes are replaced by serve --replace-nodes, which holds the leader Lease"))
 	}
 	log, cfg, code := cf.load(stderr, "replace", *output, env)
 	if code != 0 {
@@ -76,6 +86,9 @@ func runReplace(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return exitFailure
 	}
 	defer ctrl.Close()
+	if *abort {
+		return runAbort(ctx, ctrl, *output, stdout, stderr)
+	}
 	p, err := ctrl.Plan(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "hcloudscale replace: %v\n", err)
@@ -90,6 +103,78 @@ func runReplace(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	}
 	printReplacePlan(stdout, p)
 	return exitOK
+}
+
+// runAbort is replace --abort: RollBack, and a line per node.
+func runAbort(ctx context.Context, ctrl *lifecycle.Controller, output string, stdout, stderr io.Writer) int {
+	undone, err := ctrl.RollBack(ctx)
+	if output == outputJSON {
+		if undone == nil {
+			undone = []lifecycle.Undone{}
+		}
+		if werr := writeJSON(stdout, undone); werr != nil {
+			fmt.Fprintf(stderr, "hcloudscale replace: %v\n", werr)
+			return exitFailure
+		}
+	} else {
+		printUndone(stdout, undone)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "hcloudscale replace: --abort: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func printUndone(w io.Writer, undone []lifecycle.Undone) {
+	if len(undone) == 0 {
+		fmt.Fprintln(w, "Nothing of the node lifecycle is left.")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tNODE\tREPLACEMENT\tDONE\tERROR")
+	for _, u := range undone {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Pool, u.Node, u.Replacement, u.Action, u.Error)
+	}
+	_ = tw.Flush()
+}
+
+// rollBackLeftovers runs RollBack in the background while the process
+// leads, once per interval until a pass finds nothing left: serve
+// without --replace-nodes ends what a lifecycle turned off left. Without
+// a Kubernetes client it does nothing.
+func rollBackLeftovers(ctx context.Context, f *serveFlags, env config.Env, b *backend) (stop func()) {
+	client, err := kubeClient(f.labels.kubeconfig, env)
+	if err != nil {
+		b.log.Debug("no Kubernetes client: not looking for what a node lifecycle left", zap.Error(err))
+		return func() {}
+	}
+	ctrl, err := lifecycle.New(b.cluster, client, lifecycle.WithLogger(b.log),
+		lifecycle.WithLeader(func() bool { return b.lead == nil || b.lead.leads() }))
+	if err != nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(f.replace.interval)
+		defer t.Stop()
+		for {
+			undone, err := ctrl.RollBack(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				b.log.Warn("could not end what the node lifecycle left; trying again", zap.Error(err))
+			case err == nil && len(undone) == 0 && (b.lead == nil || b.lead.leads()):
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return func() { cancel(); wg.Wait(); ctrl.Close() }
 }
 
 func kubeClient(kubeconfig string, env config.Env) (kubernetes.Interface, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,9 +13,36 @@ import (
 )
 
 func TestReplaceWantsPlan(t *testing.T) {
-	r := runCmd(t, runReplace, config.MapEnv(nil, nil), "--nodes", "0:3:cx23:fsn1:workers")
-	if r.code != exitUsage || !strings.Contains(r.stderr, "--plan is required") || !strings.Contains(r.stderr, "serve --replace-nodes") {
-		t.Errorf("replace without --plan: %d, %q", r.code, r.stderr)
+	for _, args := range [][]string{{}, {"--plan", "--abort"}} {
+		r := runCmd(t, runReplace, config.MapEnv(nil, nil), append(args, "--nodes", "0:3:cx23:fsn1:workers")...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "give one of --plan and --abort") || !strings.Contains(r.stderr, "serve --replace-nodes") {
+			t.Errorf("replace %v: %d, %q", args, r.code, r.stderr)
+		}
+	}
+}
+
+func TestReplaceHelpNamesEveryReason(t *testing.T) {
+	var b strings.Builder
+	replaceHelp(flag.NewFlagSet("replace", flag.ContinueOnError))(&b)
+	for _, reason := range []string{"drift:<reason>", lifecycle.ReasonExpired, lifecycle.ReasonRemovedPool, lifecycle.ReasonNotReady, "--abort"} {
+		if !strings.Contains(b.String(), reason) {
+			t.Errorf("replace --help lacks %q:\n%s", reason, b.String())
+		}
+	}
+}
+
+func TestPrintUndone(t *testing.T) {
+	var b strings.Builder
+	printUndone(&b, nil)
+	if !strings.Contains(b.String(), "Nothing of the node lifecycle is left") {
+		t.Errorf("nothing undone printed as %q", b.String())
+	}
+	b.Reset()
+	printUndone(&b, []lifecycle.Undone{{Pool: "workers", Node: "workers-a", Replacement: "workers-b", Action: lifecycle.UndoneKept, Error: "boom"}})
+	for _, want := range []string{"workers-a", "workers-b", lifecycle.UndoneKept, "boom"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("printUndone lacks %q:\n%s", want, b.String())
+		}
 	}
 }
 

@@ -296,6 +296,9 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 		return nil, err
 	}
 	b.stopLifecycle = func() {}
+	if !f.replace.enabled {
+		b.stopLifecycle = rollBackLeftovers(ctx, f, env, b)
+	}
 	if f.replace.enabled {
 		client, err := kubeClient(f.labels.kubeconfig, env)
 		if err == nil {
