@@ -8,7 +8,7 @@ import (
 )
 
 // NodeSpecFormat is the format of a --nodes value.
-const NodeSpecFormat = "<min-servers>:<max-servers>:<machine-type>:<region>:<name>"
+const NodeSpecFormat = "<min>:<max>:<type>:<location>:<pool>"
 
 // NodeSpec is one parsed --nodes value.
 type NodeSpec struct {

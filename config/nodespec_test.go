@@ -21,7 +21,7 @@ func TestParseNodeSpec(t *testing.T) {
 		{name: "upstream: sizes with sign parse as integers", in: "+1:+2:cx22:fsn1:p", want: NodeSpec{MinSize: 1, MaxSize: 2, ServerType: "cx22", Location: "fsn1", Name: "p"}},
 
 		{name: "upstream: colon belongs to the name, which is then invalid", in: "1:2:cx22:fsn1:a:b", wantErr: []string{`pool name "a:b" contains ':'`}},
-		{name: "four fields", in: "1:2:cx22:fsn1", wantErr: []string{"has 4 fields, expected format <min-servers>:<max-servers>:<machine-type>:<region>:<name>"}},
+		{name: "four fields", in: "1:2:cx22:fsn1", wantErr: []string{"has 4 fields, expected format <min>:<max>:<type>:<location>:<pool>"}},
 		{name: "empty", in: "", wantErr: []string{"has 1 fields"}},
 		{name: "min not integer", in: "a:2:cx22:fsn1:p", wantErr: []string{`min size "a" is not an integer`}},
 		{name: "max not integer", in: "1:b:cx22:fsn1:p", wantErr: []string{`max size "b" is not an integer`}},

@@ -51,7 +51,9 @@ the network, firewalls or other references, which may be gone already.
 
 Flags:
 `)
-		printFlagsAndEnv(w, fs, "0 success (or nothing to do), 1 a delete failed (reported on stderr), 2 bad usage.")
+		printFlagsAndEnv(w, fs, "0 success (or nothing to do), 1 a delete failed (reported on stderr), 2 bad usage.",
+			"hcloudscale cleanup --nodes=1:5:cpx22:fsn1:workers          # lists, deletes nothing",
+			"hcloudscale cleanup --yes --nodes=1:5:cpx22:fsn1:workers    # deletes and waits")
 	}
 }
 

@@ -19,8 +19,9 @@ import (
 // configFlags are the flags of the subcommands that read a configuration
 // as the autoscaler's provider does: the pools and the logging.
 type configFlags struct {
-	nodes *stringsFlag
-	log   logFlags
+	nodes         *stringsFlag
+	log           logFlags
+	clusterConfig string
 }
 
 func registerConfigFlags(fs *flag.FlagSet) *configFlags {
@@ -29,7 +30,16 @@ func registerConfigFlags(fs *flag.FlagSet) *configFlags {
 	// the log (stderr) is for diagnosing them.
 	fs.StringVar(&f.log.level, "log-level", "error", "log level: debug, info, warn or error; debug logs API traffic with secrets redacted")
 	fs.StringVar(&f.log.format, "log-format", "console", "log format: json or console")
+	fs.StringVar(&f.clusterConfig, "cluster-config", "", "read this `file` as the cluster-config file (HCLOUD_CLUSTER_CONFIG_FILE), in place of HCLOUD_CLUSTER_CONFIG and that variable")
 	return f
+}
+
+// env is env with --cluster-config applied.
+func (f *configFlags) env(env config.Env) config.Env {
+	if f.clusterConfig == "" {
+		return env
+	}
+	return withClusterConfigFile(env, f.clusterConfig)
 }
 
 // parseArgs parses args like parseFlags, but allows flags and positional
@@ -74,7 +84,7 @@ func (f *configFlags) load(stderr io.Writer, cmd, output string, env config.Env)
 	if err != nil {
 		return nil, nil, usageError(stderr, cmd, err)
 	}
-	cfg, err = config.Load(env, *f.nodes)
+	cfg, err = config.Load(f.env(env), *f.nodes)
 	if err != nil {
 		return nil, nil, reportConfigError(stderr, cmd, "configuration", err)
 	}

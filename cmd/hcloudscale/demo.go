@@ -86,7 +86,9 @@ It ignores the environment.
 Flags:
 `)
 		printFlags(w, fs)
-		fmt.Fprint(w, "\nExit codes: 0 the scenario ran, 1 it failed (reported on stderr), 2 bad usage.\n")
+		fmt.Fprint(w, "\nEnvironment variables: none are read.\n")
+		printExitAndExamples(w, "0 the scenario ran, 1 it failed (reported on stderr), 2 bad usage.",
+			[]string{"go run ./cmd/hcloudscale demo --fast"})
 	}
 }
 

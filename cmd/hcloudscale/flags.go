@@ -27,7 +27,7 @@ func (s *stringsFlag) Set(v string) error {
 // Hetzner provider.
 func nodesFlag(fs *flag.FlagSet) *stringsFlag {
 	var nodes stringsFlag
-	fs.Var(&nodes, "nodes", "a node pool as `spec` "+config.NodeSpecFormat+"; repeat once per pool (required)")
+	fs.Var(&nodes, "nodes", "a node pool as `spec` "+config.NodeSpecFormat+"; repeat once per pool (pools may also be declared in the cluster config alone)")
 	return &nodes
 }
 
@@ -104,12 +104,21 @@ func indent(err error) string {
 }
 
 // printFlagsAndEnv ends the help of a command that reads the autoscaler's
-// environment: its flags, the environment variables and its exit codes.
-func printFlagsAndEnv(w io.Writer, fs *flag.FlagSet, exitCodes string) {
+// environment: its flags, the environment variables, its exit codes and
+// examples.
+func printFlagsAndEnv(w io.Writer, fs *flag.FlagSet, exitCodes string, examples ...string) {
 	printFlags(w, fs)
 	fmt.Fprintln(w)
 	fmt.Fprint(w, envHelp)
+	printExitAndExamples(w, exitCodes, examples)
+}
+
+// printExitAndExamples ends every command's help.
+func printExitAndExamples(w io.Writer, exitCodes string, examples []string) {
 	fmt.Fprintf(w, "\nExit codes: %s\n", exitCodes)
+	if len(examples) > 0 {
+		fmt.Fprintf(w, "\nExamples:\n  %s\n", strings.Join(examples, "\n  "))
+	}
 }
 
 // printFlags writes the flags of fs to w, spelt with two dashes as the
@@ -117,7 +126,11 @@ func printFlagsAndEnv(w io.Writer, fs *flag.FlagSet, exitCodes string) {
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)
-		line := "  --" + f.Name
+		dashes := "--"
+		if len(f.Name) == 1 {
+			dashes = "-" // -o, as written everywhere
+		}
+		line := "  " + dashes + f.Name
 		if name != "" {
 			line += " " + name
 		}
@@ -131,10 +144,11 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 
 // envHelp describes the environment variables config.Load reads, for the
 // help of every subcommand that loads a configuration.
-const envHelp = `Environment variables (those of the Cluster Autoscaler's Hetzner provider, plus two new ones):
-  HCLOUD_TOKEN                    API token (required unless HCLOUD_TOKEN_FILE is set)
+const envHelp = `Environment variables (those of the Cluster Autoscaler's Hetzner provider, and the new ones marked):
+  HCLOUD_TOKEN                    API token (required unless HCLOUD_TOKEN_FILE is set; validate offline needs none)
   HCLOUD_TOKEN_FILE               file holding the token, e.g. a mounted Secret (new)
   HCLOUD_ENDPOINT                 API base URL (default https://api.hetzner.cloud/v1)
+  HCLOUD_ENDPOINT_INSECURE        true: allow an http HCLOUD_ENDPOINT on a host that is not loopback (new)
   HCLOUD_CLUSTER_CONFIG           cluster config: base64-encoded JSON (nodeConfigs per pool)
   HCLOUD_CLUSTER_CONFIG_FILE      cluster config as a plain JSON file
   HCLOUD_CLOUD_INIT               legacy: base64 cloud-init for every pool

@@ -29,11 +29,12 @@ func replaceHelp(fs *flag.FlagSet) func(io.Writer) {
 		fmt.Fprint(w, `Usage: hcloudscale replace --plan [flags]
        hcloudscale replace --abort [flags]
 
---plan shows what the node lifecycle (serve --replace-nodes) would do now: per pool
-and node, why it is due (drift:<reason>, expired, removed_pool, repair:not_ready), whether its
-replacement starts now, is in progress (and its phase) or what blocks it (a
-window, a budget, the pool's max size, a pod or a PodDisruptionBudget, a
-pause), and the hourly price of the replacement against the server it
+--plan shows what the node lifecycle (serve --replace-nodes) would do now: per
+pool and node, why it is due (drift:<reason>, expired, removed_pool,
+repair:not_ready), whether its replacement starts now, is in progress (and its
+phase) or what blocks it (a window, a budget, the pool's max size, a pod or a
+PodDisruptionBudget, a pause, the pool's last stop within retryAfter), and the
+hourly price of the replacement against the server it
 replaces, at current prices. Nothing is changed. It reads the servers from the
 Hetzner API (one listing) and the nodes, pods and budgets from Kubernetes.
 
@@ -48,8 +49,10 @@ never deleted unless its replacement is Ready. Run it only while no serve
 
 Flags:
 `)
-		fs.SetOutput(w)
-		fs.PrintDefaults()
+		printFlagsAndEnv(w, fs, "0 the plan was shown or the abort done, 1 failure (reported on stderr), 2 bad usage.",
+			"hcloudscale replace --plan --cluster-config cluster-config.json -o json",
+			"KUBECONFIG=~/.kube/config hcloudscale replace --plan --nodes=1:5:cpx22:fsn1:workers",
+			"hcloudscale replace --abort --cluster-config cluster-config.json")
 	}
 }
 

@@ -56,7 +56,8 @@ unless --every-unnamed-cluster says that this is meant.
 
 Flags:
 `)
-		printFlagsAndEnv(w, fs, "0 the pool reached the size, 1 failure or timeout (reported on stderr), 2 bad usage.")
+		printFlagsAndEnv(w, fs, "0 the pool reached the size, 1 failure or timeout (reported on stderr), 2 bad usage.",
+			"hcloudscale scale workers 3 --nodes=1:5:cpx22:fsn1:workers")
 	}
 }
 

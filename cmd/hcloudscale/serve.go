@@ -93,7 +93,8 @@ safe point (--shutdown-timeout); a second signal ends the process at once.
 
 Flags:
 `)
-		printFlagsAndEnv(w, fs, "0 clean shutdown, 1 failure (reported on stderr), 2 bad usage.")
+		printFlagsAndEnv(w, fs, "0 clean shutdown, 1 failure (reported on stderr), 2 bad usage.",
+			"hcloudscale serve --nodes=1:5:cpx22:fsn1:workers --listen=127.0.0.1:8086")
 	}
 }
 

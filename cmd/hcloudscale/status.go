@@ -37,7 +37,9 @@ them.
 
 Flags:
 `)
-		printFlagsAndEnv(w, fs, "0 success, 1 failure (reported on stderr), 2 bad usage.")
+		printFlagsAndEnv(w, fs, "0 success, 1 failure (reported on stderr), 2 bad usage.",
+			"hcloudscale status --nodes=1:5:cpx22:fsn1:workers",
+			"hcloudscale status --instances -o json --cluster-config cluster-config.json")
 	}
 }
 

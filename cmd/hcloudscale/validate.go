@@ -70,7 +70,9 @@ examples' __BOOTSTRAP_TOKEN__) are a warning naming the pool and the placeholder
 
 Flags:
 `)
-		printFlagsAndEnv(w, fs, "0 valid (warnings may be printed), 1 problems found, 2 bad usage.")
+		printFlagsAndEnv(w, fs, "0 valid (warnings may be printed), 1 problems found, 2 bad usage.",
+			"hcloudscale validate --cluster-config cluster-config.json --nodes=1:5:cpx22:fsn1:workers",
+			"HCLOUD_TOKEN=... hcloudscale validate --online --strict -o json --nodes=1:5:cpx22:fsn1:workers")
 	}
 }
 
@@ -144,14 +146,11 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer, e
 	online := fs.Bool("online", false, "also check against the API (token, references, server types, images, placement-group room) and resolve images and prices")
 	strict := fs.Bool("strict", false, "report every warning as a problem (exit code 1): sold-out server types, placement groups short of room, deprecations, differences from the upstream provider")
 	labelNodes := fs.Bool("label-nodes", false, "the node labeller will run (serve --label-nodes or the adapter's option): do not warn about labels and taints left to it")
-	clusterConfig := fs.String("cluster-config", "", "check this `file` as the cluster-config file (HCLOUD_CLUSTER_CONFIG_FILE), the other settings from the environment")
 	output := outputFlag(fs)
 	if code, ok := parseFlags(fs, args, stdout, stderr, validateHelp(fs)); !ok {
 		return code
 	}
-	if *clusterConfig != "" {
-		env = withClusterConfigFile(env, *clusterConfig)
-	}
+	env = cf.env(env)
 	if err := checkOutput(*output); err != nil {
 		return usageError(stderr, "validate", err)
 	}

@@ -63,6 +63,11 @@ func (b buildInfo) String() string {
 
 // runVersion is the version subcommand (and the --version flag).
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer, _ config.Env) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, "Usage: hcloudscale version\n\nPrints the version, commit and Go version of the build (also hcloudscale --version).\n\nEnvironment variables: none are read.\n")
+		printExitAndExamples(stdout, "0 success, 2 bad usage.", []string{"hcloudscale version"})
+		return exitOK
+	}
 	if len(args) > 0 {
 		fmt.Fprintf(stderr, "hcloudscale version: takes no arguments, got %q\n", args)
 		return exitUsage
