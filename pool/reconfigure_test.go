@@ -190,15 +190,28 @@ func TestReconfigureUnderConcurrency(t *testing.T) {
 	p := e.newPool(a)
 	deps := e.deps(a)
 
+	// The scale-ups go on while the pool is reconfigured and removed:
+	// each may land in a removed pool (refused), so they keep coming
+	// until the reconfiguring ends, and one more after it must land.
 	var wg sync.WaitGroup
+	stopped := make(chan struct{}) // closed when the reconfiguring ends
 	for i := range 4 {
 		wg.Go(func() {
-			for j := range 5 {
-				_ = p.IncreaseSize(ctx, 1+((i+j)%2))
+			for j := 0; ; j++ {
+				select {
+				case <-stopped:
+					return
+				default:
+				}
+				err := p.IncreaseSize(ctx, 1+((i+j)%2))
+				if err != nil && !errors.Is(err, ErrRemoved) && !errors.Is(err, ErrAboveMax) {
+					t.Errorf("IncreaseSize: %v", err)
+				}
 			}
 		})
 	}
 	wg.Go(func() {
+		defer close(stopped)
 		for i := range 50 {
 			cfg := a
 			if i%2 == 1 {
@@ -227,6 +240,9 @@ func TestReconfigureUnderConcurrency(t *testing.T) {
 	wg.Wait()
 	if err := p.Reconfigure(a, deps); err != nil {
 		t.Fatal(err)
+	}
+	if err := p.IncreaseSize(ctx, 1); err != nil && !errors.Is(err, ErrAboveMax) {
+		t.Fatalf("IncreaseSize of a configured pool: %v", err)
 	}
 	e.settle(p)
 	servers := e.servers("workers")
