@@ -1,10 +1,12 @@
 package externalgrpc
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -46,6 +48,8 @@ type clientVerifier struct {
 	roots *x509.CertPool
 	// names are the accepted identities; empty accepts any.
 	names []string
+	// pinned are certificates (DER) accepted whatever their names.
+	pinned [][]byte
 }
 
 func (v clientVerifier) verify(cs tls.ConnectionState) error {
@@ -65,7 +69,7 @@ func (v clientVerifier) verify(cs tls.ConnectionState) error {
 	if err != nil {
 		return &ClientCertError{Reason: verifyReason(err, leaf, now), Cert: leaf, Err: err}
 	}
-	if len(v.names) > 0 && !hasName(leaf, v.names) {
+	if len(v.names) > 0 && !hasName(leaf, v.names) && !slices.ContainsFunc(v.pinned, func(der []byte) bool { return bytes.Equal(der, leaf.Raw) }) {
 		return &ClientCertError{Reason: ReasonWrongIdentity, Cert: leaf,
 			Err: fmt.Errorf("its DNS and URI names carry none of %s", strings.Join(v.names, ", "))}
 	}

@@ -3,6 +3,7 @@ package externalgrpc
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -49,7 +50,7 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string, opts ...TLSOption) 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	r := &tlsReloader{certFile: certFile, keyFile: keyFile, caFile: clientCAFile, names: o.names}
+	r := &tlsReloader{certFile: certFile, keyFile: keyFile, caFile: clientCAFile, names: o.names, pinnedFile: o.pinnedFile}
 	if _, err := r.current(); err != nil {
 		return nil, err
 	}
@@ -65,7 +66,8 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string, opts ...TLSOption) 
 type TLSOption func(*tlsOptions)
 
 type tlsOptions struct {
-	names []string
+	names      []string
+	pinnedFile string
 }
 
 // WithClientNames accepts only client certificates that carry one of
@@ -77,10 +79,24 @@ func WithClientNames(names ...string) TLSOption {
 	return func(o *tlsOptions) { o.names = append(o.names, names...) }
 }
 
+// WithPinnedClientCertificates also accepts a client that presents exactly
+// one of the certificates of the PEM file, whatever names it carries: the
+// transition from a client certificate issued for another identity (a
+// chart that changed --tls-client-name) while the autoscaler still holds
+// it in memory. The certificate must still verify against the client CA
+// and be valid, so a pin ends when it expires; no other certificate of
+// the CA gains anything. The file may be empty and is reread when it
+// changes, as the others are.
+func WithPinnedClientCertificates(file string) TLSOption {
+	return func(o *tlsOptions) { o.pinnedFile = file }
+}
+
 // tlsReloader rebuilds the server's TLS configuration when its files change.
 type tlsReloader struct {
 	certFile, keyFile, caFile string
 	names                     []string
+	// pinnedFile is the PEM file of WithPinnedClientCertificates; "" for none.
+	pinnedFile string
 
 	// mu guards stamp and cfg: the file state cfg was built from.
 	mu    sync.Mutex
@@ -109,7 +125,10 @@ func (r *tlsReloader) current() (*tls.Config, error) {
 // fileStamp sums up the size and modification time of the files.
 func (r *tlsReloader) fileStamp() (string, error) {
 	var stamp string
-	for _, name := range []string{r.certFile, r.keyFile, r.caFile} {
+	for _, name := range []string{r.certFile, r.keyFile, r.caFile, r.pinnedFile} {
+		if name == "" {
+			continue
+		}
 		fi, err := os.Stat(name)
 		if err != nil {
 			return "", fmt.Errorf("tls: %w", err)
@@ -133,12 +152,16 @@ func (r *tlsReloader) load() (*tls.Config, error) {
 	case !pool.AppendCertsFromPEM(pem):
 		errs = append(errs, fmt.Errorf("tls: client CA %s: no PEM certificate found", r.caFile))
 	}
+	pinned, err := loadPinned(r.pinnedFile)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	// crypto/tls would refuse a bad client certificate without saying why;
 	// verifyClient does the same checks and names the reason.
-	v := clientVerifier{roots: pool, names: r.names}
+	v := clientVerifier{roots: pool, names: r.names, pinned: pinned}
 	return &tls.Config{
 		MinVersion:       tls.VersionTLS12,
 		Certificates:     []tls.Certificate{cert},
@@ -146,4 +169,35 @@ func (r *tlsReloader) load() (*tls.Config, error) {
 		ClientCAs:        pool,
 		VerifyConnection: v.verify,
 	}, nil
+}
+
+// loadPinned reads the certificates of a PEM file ("" for none); an empty
+// file pins nothing.
+func loadPinned(file string) ([][]byte, error) {
+	if file == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("tls: pinned client certificates: %w", err)
+	}
+	var out [][]byte
+	for i := 1; ; i++ {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("tls: pinned client certificates %s: block %d is a %s, not a CERTIFICATE", file, i, block.Type)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return nil, fmt.Errorf("tls: pinned client certificates %s: certificate %d: %w", file, i, err)
+		}
+		out = append(out, block.Bytes)
+	}
+	if len(strings.TrimSpace(string(data))) > 0 {
+		return nil, fmt.Errorf("tls: pinned client certificates %s: text that is not PEM after %d certificates", file, len(out))
+	}
+	return out, nil
 }

@@ -9,8 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/hcloudscale/hcloudscale/nodecache"
 	"github.com/hcloudscale/hcloudscale/pool"
 	"github.com/hcloudscale/hcloudscale/servercache"
 )
@@ -85,18 +86,19 @@ func (c *Controller) listNodes(ctx context.Context) ([]*corev1.Node, error) {
 	return out, nil
 }
 
-// startInformer starts a node informer for Run's steps.
+// startInformer starts a node informer for Run's steps, or waits for the
+// shared one of WithNodeCache.
 func (c *Controller) startInformer(ctx context.Context) {
-	f := informers.NewSharedInformerFactoryWithOptions(c.client, 10*time.Minute)
-	lister := f.Core().V1().Nodes().Lister()
-	f.Start(ctx.Done())
-	for _, ok := range f.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			return
-		}
+	nodes := c.o.nodes
+	if nodes == nil {
+		nodes = nodecache.New(c.client, 10*time.Minute)
+		nodes.Start(ctx)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced) {
+		return
 	}
 	c.mu.Lock()
-	c.nodeLister = lister
+	c.nodeLister = nodes.Lister()
 	c.mu.Unlock()
 }
 

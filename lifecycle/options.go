@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
+	"github.com/hcloudscale/hcloudscale/nodecache"
 	"github.com/hcloudscale/hcloudscale/nodedrain"
 )
 
@@ -25,6 +26,7 @@ type options struct {
 	lead     func() context.Context
 	drain    nodedrain.Options
 	recorder record.EventRecorder
+	nodes    *nodecache.Cache
 }
 
 func defaults() options {
@@ -99,3 +101,8 @@ func WithDrainOptions(d nodedrain.Options) Option { return func(o *options) { o.
 // WithEventRecorder records Kubernetes Events on the nodes the lifecycle
 // acts on.
 func WithEventRecorder(r record.EventRecorder) Option { return func(o *options) { o.recorder = r } }
+
+// WithNodeCache has Run read the Nodes from a cache that its owner starts
+// and stops (serve shares one with the node labeller); without it Run
+// keeps a cache of its own.
+func WithNodeCache(c *nodecache.Cache) Option { return func(o *options) { o.nodes = c } }

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/nodecache"
 	"github.com/hcloudscale/hcloudscale/pool"
 	"github.com/hcloudscale/hcloudscale/servercache"
 )
@@ -74,6 +74,14 @@ type options struct {
 	resync              time.Duration
 	backoff, maxBackoff time.Duration
 	clock               clock.WithTicker
+	nodes               *nodecache.Cache
+}
+
+// WithNodeCache has the labeller share a node cache that its owner starts
+// and stops (serve shares one with the node lifecycle); without it Run
+// keeps a cache of its own.
+func WithNodeCache(c *nodecache.Cache) Option {
+	return func(o *options) { o.nodes = c }
 }
 
 // WithLogger sets the logger; the default discards everything.
@@ -141,10 +149,7 @@ func (l *Labeller) Run(ctx context.Context) error {
 	if l.client == nil || l.pools == nil {
 		return errors.New("nodelabel: client and pools are required")
 	}
-	// The informer does not resync: the labeller's own ticker offers the
-	// nodes again, on its clock.
-	factory := informers.NewSharedInformerFactoryWithOptions(l.client, 0)
-	nodes := factory.Core().V1().Nodes()
+	nodes := l.nodeCache()
 	informer := nodes.Informer()
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](l.opts.backoff, l.opts.maxBackoff),
@@ -174,20 +179,24 @@ func (l *Labeller) Run(ctx context.Context) error {
 		defer mu.Unlock()
 		delete(pending, name)
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    offer,
 		UpdateFunc: func(_, obj any) { offer(obj) },
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("nodelabel: %w", err)
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	defer func() { _ = informer.RemoveEventHandler(reg) }()
+	if l.opts.nodes == nil {
+		nodes.Start(ctx)
+		defer nodes.Shutdown()
+	}
 	defer queue.ShutDown()
 	go func() {
 		<-ctx.Done()
 		queue.ShutDown()
 	}()
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return nil
 	}
 	l.log.Info("labelling the nodes of the pools", zap.Duration("resync", l.opts.resync))
@@ -212,6 +221,16 @@ func (l *Labeller) Run(ctx context.Context) error {
 	for l.next(ctx, queue, lister, settled) {
 	}
 	return nil
+}
+
+// nodeCache is the shared cache of WithNodeCache, else one of Run's own.
+// It does not resync: the labeller's own ticker offers the nodes again,
+// on its clock.
+func (l *Labeller) nodeCache() *nodecache.Cache {
+	if l.opts.nodes != nil {
+		return l.opts.nodes
+	}
+	return nodecache.New(l.client, 0)
 }
 
 // next handles one queued node; it returns false once the queue is shut

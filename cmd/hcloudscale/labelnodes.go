@@ -13,6 +13,7 @@ import (
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/nodecache"
 	"github.com/hcloudscale/hcloudscale/nodelabel"
 )
 
@@ -33,21 +34,13 @@ const labellerStartTimeout = 30 * time.Second
 // startLabeller starts the node labeller when --label-nodes is set and
 // returns the function that stops it and waits. It fails when the
 // Kubernetes API cannot be reached or the nodes cannot be listed, so that
-// missing permissions show at start.
-func startLabeller(ctx context.Context, f *labelFlags, cfg *config.Config, env config.Env, cluster *hcloudscale.Cluster, log *zap.Logger) (stop func(), err error) {
+// missing permissions show at start. nodes is serve's shared Node cache.
+func startLabeller(ctx context.Context, f *labelFlags, cfg *config.Config, client kubernetes.Interface, nodes *nodecache.Cache, cluster *hcloudscale.Cluster, log *zap.Logger) (stop func(), err error) {
 	for _, w := range config.NodeLabelWarnings(cfg, f.enabled) {
 		log.Warn(w)
 	}
 	if !f.enabled {
 		return func() {}, nil
-	}
-	rc, err := kubeRESTConfig(f.kubeconfig, env)
-	if err != nil {
-		return nil, fmt.Errorf("--label-nodes: Kubernetes client configuration: %w", err)
-	}
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("--label-nodes: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, labellerStartTimeout)
 	_, err = client.CoreV1().Nodes().List(cctx, metav1.ListOptions{Limit: 1})
@@ -55,7 +48,7 @@ func startLabeller(ctx context.Context, f *labelFlags, cfg *config.Config, env c
 	if err != nil {
 		return nil, fmt.Errorf("--label-nodes: listing nodes: %w", err)
 	}
-	return runLabeller(ctx, nodelabel.New(client, cluster, nodelabel.WithLogger(log)), log), nil
+	return runLabeller(ctx, nodelabel.New(client, cluster, nodelabel.WithLogger(log), nodelabel.WithNodeCache(nodes)), log), nil
 }
 
 // runLabeller runs l until the returned stop is called (or ctx ends).

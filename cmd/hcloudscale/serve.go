@@ -14,11 +14,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc"
 	"github.com/hcloudscale/hcloudscale/lifecycle"
+	"github.com/hcloudscale/hcloudscale/nodecache"
 )
 
 // serveFlags are the flags of hcloudscale serve.
@@ -27,6 +29,7 @@ type serveFlags struct {
 	listen                       string
 	tlsCert, tlsKey, tlsClientCA string
 	tlsClientNames               stringsFlag
+	tlsClientPinned              string
 	insecure                     bool
 	healthListen                 string
 	metricsListen                string
@@ -52,6 +55,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM file of the server certificate's private key")
 	fs.StringVar(&f.tlsClientCA, "tls-client-ca", "", "PEM file of the CA that signs the autoscaler's client certificate; clients without one are refused")
 	fs.Var(&f.tlsClientNames, "tls-client-name", "accept only client certificates that carry this `name` as a DNS or URI subject alternative name (repeatable); without it any certificate of --tls-client-ca may drive the pools")
+	fs.StringVar(&f.tlsClientPinned, "tls-client-pinned", "", "PEM `file` of client certificates accepted without a --tls-client-name, each exactly as it is (still verified against --tls-client-ca, until it expires): the autoscaler's certificate of a former identity during the switch to a new one; reread when it changes")
 	fs.BoolVar(&f.insecure, "insecure", false, "allow plaintext on a non-loopback --listen address: anyone who reaches it can create and delete servers")
 	fs.StringVar(&f.healthListen, "health-listen", "", "extra plaintext address serving only the gRPC health service, for kubelet gRPC probes, which cannot do mutual TLS (empty: none)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", ":8085", "address of the Prometheus /metrics endpoint (empty: none)")
@@ -131,6 +135,8 @@ func (f *serveFlags) check() error {
 		errs = append(errs, errors.New("--tls-cert, --tls-key and --tls-client-ca go together: the autoscaler speaks mutual TLS only"))
 	case !tlsOn && len(f.tlsClientNames) > 0:
 		errs = append(errs, errors.New("--tls-client-name needs --tls-cert, --tls-key and --tls-client-ca"))
+	case f.tlsClientPinned != "" && len(f.tlsClientNames) == 0:
+		errs = append(errs, errors.New("--tls-client-pinned needs --tls-client-name: without a name every certificate of --tls-client-ca is accepted already"))
 	case tlsOn && f.insecure:
 		errs = append(errs, errors.New("--insecure contradicts --tls-cert, --tls-key and --tls-client-ca"))
 	case !tlsOn && !f.insecure && f.listen != "" && !loopback(f.listen):
@@ -185,6 +191,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		return usageError(stderr, "serve", err)
 	}
 	defer func() { _ = log.Sync() }()
+	if limit, err := setMemoryLimit(env); err != nil {
+		return usageError(stderr, "serve", err)
+	} else if limit > 0 {
+		log.Info("Go memory limit set from the container's", zap.Int64("gomemlimit_bytes", limit))
+	}
 
 	if err := serve(ctx, f, env, log); err != nil {
 		log.Error("serve failed", zap.Error(err))
@@ -202,7 +213,7 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 	var serverTLS *tls.Config
 	if f.tlsCert != "" {
 		if serverTLS, err = externalgrpc.ServerTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA,
-			externalgrpc.WithClientNames(f.tlsClientNames...)); err != nil {
+			externalgrpc.WithClientNames(f.tlsClientNames...), externalgrpc.WithPinnedClientCertificates(f.tlsClientPinned)); err != nil {
 			return err
 		}
 		if len(f.tlsClientNames) == 0 && !loopback(f.listen) {
@@ -265,6 +276,8 @@ type backend struct {
 	lead          *leadership
 	stopLabeller  func()
 	stopLifecycle func()
+	// stopNodes stops the Node cache the two above share, after them.
+	stopNodes func()
 }
 
 // startBackend checks the configuration against the API and starts the
@@ -292,26 +305,53 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 		return nil, fmt.Errorf("checking the configuration against the API: %w", err)
 	}
 	b.cluster, b.lead = cluster, lead
-	if b.stopLabeller, err = startLabeller(ctx, &f.labels, cfg, env, cluster, log); err != nil {
+	client, nodes, startNodes, stopNodes, err := newNodeCache(ctx, f, env)
+	if err != nil {
 		_ = closeCluster(cluster, f.shutdownTimeout)
 		return nil, err
 	}
-	b.stopLifecycle = func() {}
+	if b.stopLabeller, err = startLabeller(ctx, &f.labels, cfg, client, nodes, cluster, log); err != nil {
+		stopNodes()
+		_ = closeCluster(cluster, f.shutdownTimeout)
+		return nil, err
+	}
+	b.stopNodes, b.stopLifecycle = stopNodes, func() {}
 	if !f.replace.enabled {
 		b.stopLifecycle = rollBackLeftovers(ctx, f, env, b)
 	}
 	if f.replace.enabled {
-		client, err := kubeClient(f.labels.kubeconfig, env)
-		if err == nil {
-			b.stopLifecycle, err = runLifecycle(ctx, &f.replace, client, b, []lifecycle.Option{lifecycle.WithRegisterer(reg)})
-		}
+		stopLifecycle, err := runLifecycle(ctx, &f.replace, client, b, []lifecycle.Option{lifecycle.WithRegisterer(reg), lifecycle.WithNodeCache(nodes)})
 		if err != nil {
 			b.stopLabeller()
+			stopNodes()
 			_ = closeCluster(cluster, f.shutdownTimeout)
 			return nil, fmt.Errorf("--replace-nodes: %w", err)
 		}
+		b.stopLifecycle = stopLifecycle
 	}
+	// Only now that both checked their permissions: a missing one fails
+	// the start with its own message, before any watch.
+	startNodes()
 	return b, nil
+}
+
+// newNodeCache makes the one Node cache the node labeller and the node
+// lifecycle share, when either runs, and the functions that start and
+// stop it (stop after both stopped). client is nil when neither runs.
+func newNodeCache(ctx context.Context, f *serveFlags, env config.Env) (client kubernetes.Interface, nodes *nodecache.Cache, start, stop func(), err error) {
+	if !f.labels.enabled && !f.replace.enabled {
+		return nil, nil, func() {}, func() {}, nil
+	}
+	if client, err = kubeClient(f.labels.kubeconfig, env); err != nil {
+		flag := "--label-nodes"
+		if !f.labels.enabled {
+			flag = "--replace-nodes"
+		}
+		return nil, nil, nil, nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	nodes = nodecache.New(client, 0)
+	ctx, cancel := context.WithCancel(ctx)
+	return client, nodes, func() { nodes.Start(ctx) }, func() { cancel(); nodes.Shutdown() }, nil
 }
 
 // awaitEnd starts the leader election and waits until ctx ends, a server
@@ -340,6 +380,7 @@ func awaitEnd(ctx context.Context, b *backend, fe *frontends, log *zap.Logger) [
 func (b *backend) close(timeout time.Duration) error {
 	b.stopLifecycle()
 	b.stopLabeller()
+	b.stopNodes()
 	b.log.Info("waiting for server creates in flight", zap.Duration("timeout", timeout))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -582,32 +582,9 @@ func readmeInstalls(t *testing.T) map[string]values.Options {
 	out := map[string]values.Options{}
 	for n, cmd := range cmds {
 		line := strings.ReplaceAll(cmd[1], "\\\n", " ")
-		fields := regexp.MustCompile(`'[^']*'|\S+`).FindAllString(line, -1)
-		var opts values.Options
-		namespace := ""
-		for i := 0; i < len(fields); i++ {
-			arg := func() string {
-				i++
-				if i >= len(fields) {
-					t.Fatalf("%s without a value", fields[i-1])
-				}
-				return strings.Trim(fields[i], "'")
-			}
-			// Files are named from the root of the repository.
-			switch fields[i] {
-			case "--namespace", "-n":
-				namespace = arg()
-			case "--set":
-				opts.Values = append(opts.Values, arg())
-			case "--set-file":
-				k, v, _ := strings.Cut(arg(), "=")
-				opts.FileValues = append(opts.FileValues, k+"=../../"+v)
-			case "-f", "--values":
-				opts.ValueFiles = append(opts.ValueFiles, "../../"+arg())
-			case "helm", "install", "hcloudscale", "charts/hcloudscale":
-			default:
-				t.Errorf("README install command %q: %s is not understood by this test", line, fields[i])
-			}
+		opts, namespace, switches := parseHelmCommand(t, line, "../../")
+		if len(switches) > 0 {
+			t.Errorf("README install command %q: %q are not understood by this test", line, switches)
 		}
 		if namespace != releaseNamespace {
 			t.Errorf("README installs into %q; the tests and examples assume %s", namespace, releaseNamespace)
@@ -618,6 +595,39 @@ func readmeInstalls(t *testing.T) map[string]values.Options {
 		out[fmt.Sprintf("README install %d", n+1)] = opts
 	}
 	return out
+}
+
+// parseHelmCommand reads a `helm install|upgrade hcloudscale
+// charts/hcloudscale ...` command line: its values (files named from
+// root, the repository's root), its namespace, and the flags without a
+// value it does not know (e.g. --reset-then-reuse-values).
+func parseHelmCommand(t *testing.T, line, root string) (opts values.Options, namespace string, switches []string) {
+	t.Helper()
+	fields := regexp.MustCompile(`'[^']*'|\S+`).FindAllString(line, -1)
+	for i := 0; i < len(fields); i++ {
+		arg := func() string {
+			i++
+			if i >= len(fields) {
+				t.Fatalf("%s without a value", fields[i-1])
+			}
+			return strings.Trim(fields[i], "'")
+		}
+		switch fields[i] {
+		case "--namespace", "-n":
+			namespace = arg()
+		case "--set":
+			opts.Values = append(opts.Values, arg())
+		case "--set-file":
+			k, v, _ := strings.Cut(arg(), "=")
+			opts.FileValues = append(opts.FileValues, k+"="+root+v)
+		case "-f", "--values":
+			opts.ValueFiles = append(opts.ValueFiles, root+arg())
+		case "helm", "install", "upgrade", "hcloudscale", "charts/hcloudscale":
+		default:
+			switches = append(switches, fields[i])
+		}
+	}
+	return opts, namespace, switches
 }
 
 // loadRenderedConfig loads serve's configuration as the rendered pod

@@ -31,6 +31,7 @@ var generated = []struct {
 
 const generatedHeader = `# Generated from charts/hcloudscale by
 #   helm template hcloudscale charts/hcloudscale --namespace kube-system \
+#     --api-versions cert-manager.io/v1/Certificate \
 #     -f examples/externalgrpc/hcloudscale-values.yaml
 # Do not edit: change hcloudscale-values.yaml or the chart, then run
 #   (cd integration && go test ./chart -run TestExamplesCurrent -update)

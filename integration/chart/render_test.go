@@ -76,6 +76,15 @@ var withCRDAPIs = []string{"cert-manager.io/v1", "cert-manager.io/v1/Certificate
 // renderChart renders any chart as release name in namespace.
 func renderChart(t *testing.T, ch *chartv2.Chart, name, namespace string, vals map[string]any) (string, error) {
 	t.Helper()
+	// The CRDs of cert-manager and prometheus-operator, as on a cluster
+	// that has them (the chart refuses cert-manager certificates without).
+	return renderWithAPIs(t, ch, name, namespace, vals, withCRDAPIs)
+}
+
+// renderWithAPIs renders as `helm template --api-versions` does with
+// apiVersions.
+func renderWithAPIs(t *testing.T, ch *chartv2.Chart, name, namespace string, vals map[string]any, apiVersions []string) (string, error) {
+	t.Helper()
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
 	install := action.NewInstall(cfg)
 	install.DryRunStrategy = action.DryRunClient
@@ -87,9 +96,7 @@ func renderChart(t *testing.T, ch *chartv2.Chart, name, namespace string, vals m
 		t.Fatal(err)
 	}
 	install.KubeVersion = kv
-	// The CRDs of cert-manager and prometheus-operator, as on a cluster
-	// that has them (the chart refuses cert-manager certificates without).
-	install.APIVersions = withCRDAPIs
+	install.APIVersions = apiVersions
 	rel, err := install.Run(ch, vals)
 	if err != nil {
 		return "", err

@@ -59,10 +59,54 @@ problem, each naming its values. deployment.yaml includes it. */}}
 {{- $p = append $p (printf "serve.rpcTimeout (%s) must stay below autoscalerCloudConfig.grpcTimeout (%s): the autoscaler gives up on a call before serve's bound" (default "4s" $v.serve.rpcTimeout) $v.autoscalerCloudConfig.grpcTimeout) -}}
 {{- end -}}
 {{- end -}}
-{{- if and $v.networkPolicy.enabled (not $v.networkPolicy.clientPodSelector) -}}
-{{- $p = append $p "networkPolicy.clientPodSelector: empty would allow every pod: set the autoscaler's pod labels (matchLabels)" -}}
+{{- $sel := $v.networkPolicy.clientPodSelector | default dict -}}
+{{- if and $v.networkPolicy.enabled (not $sel.matchLabels) (not $sel.matchExpressions) -}}
+{{- $p = append $p "networkPolicy.clientPodSelector: empty (no matchLabels or matchExpressions) would allow every pod: set the autoscaler's pod labels, e.g. matchLabels.\"app.kubernetes.io/name\"=externalgrpc-cluster-autoscaler (the official chart's)" -}}
 {{- end -}}
+{{- $p = concat $p (include "hcloudscale.checksMore" . | fromJsonArray) -}}
 {{- with $p -}}
 {{- fail (printf "\n- %s" (join "\n- " .)) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* More checks, as a JSON list of problems: the rollout, the budget,
+the certificates, the ports, the pools of nodes and rbac.extraRules. */}}
+{{- define "hcloudscale.checksMore" -}}
+{{- $v := .Values -}}
+{{- $p := list -}}
+{{- if and $v.leaderElection.enabled (eq (trimSuffix "%" (toString $v.rollingUpdate.maxSurge)) "0") (eq (trimSuffix "%" (toString $v.rollingUpdate.maxUnavailable)) "0") -}}
+{{- $p = append $p "rollingUpdate.maxSurge and rollingUpdate.maxUnavailable are both 0: the Deployment would never roll out (Kubernetes refuses it); keep maxSurge: 1" -}}
+{{- end -}}
+{{- if $v.tls.certManager.enabled -}}
+{{- $dur := include "hcloudscale.durationMillis" $v.tls.certManager.duration -}}
+{{- $renew := include "hcloudscale.durationMillis" $v.tls.certManager.renewBefore -}}
+{{- if and $dur (lt (float64 $dur) 3600000.0) -}}
+{{- $p = append $p (printf "tls.certManager.duration: %s is under an hour, cert-manager's minimum; the autoscaler reads its certificate only at start, so keep it long (8760h)" $v.tls.certManager.duration) -}}
+{{- end -}}
+{{- if and $renew (lt (float64 $renew) 300000.0) -}}
+{{- $p = append $p (printf "tls.certManager.renewBefore: %s is under 5m, cert-manager's minimum" $v.tls.certManager.renewBefore) -}}
+{{- end -}}
+{{- if and $dur $renew (ge (float64 $renew) (float64 $dur)) -}}
+{{- $p = append $p (printf "tls.certManager.renewBefore (%s) must stay below tls.certManager.duration (%s): cert-manager refuses both Certificates" $v.tls.certManager.renewBefore $v.tls.certManager.duration) -}}
+{{- end -}}
+{{- end -}}
+{{- $ports := dict -}}
+{{- range $name := list "grpc" "health" "metrics" -}}
+{{- $port := toString (index $v.ports $name) -}}
+{{- if hasKey $ports $port -}}
+{{- $p = append $p (printf "ports.%s and ports.%s are both %s: each listener needs a port of its own" (get $ports $port) $name $port) -}}
+{{- else -}}
+{{- $_ := set $ports $port $name -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $spec := $v.nodes -}}
+{{- $f := splitList ":" (toString $spec) -}}
+{{- if and (ge (len $f) 2) (regexMatch "^[0-9]+$" (index $f 0)) (regexMatch "^[0-9]+$" (index $f 1)) (gt (atoi (index $f 0)) (atoi (index $f 1))) -}}
+{{- $p = append $p (printf "nodes[%d]: %q has a min size (%s) above its max size (%s)" $i $spec (index $f 0) (index $f 1)) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.rbac.extraRules (not (and $v.rbac.create $v.leaderElection.enabled)) -}}
+{{- $p = append $p "rbac.extraRules are added to the Lease's Role, which the chart makes only with rbac.create and leaderElection.enabled: they would be dropped" -}}
+{{- end -}}
+{{- toJson $p -}}
 {{- end -}}

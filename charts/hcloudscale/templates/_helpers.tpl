@@ -72,9 +72,58 @@ comparisons; empty for text it does not understand. */}}
 
 {{/* The name serve requires in the autoscaler's client certificate
 (--tls-client-name), which the chart's client Certificate carries as a DNS
-name. */}}
+name: tls.clientName; else, with the chart's private CA, which signs for
+this release only, <fullname>-autoscaler; else (a shared issuerRef) a
+random name of this release that nobody else can guess, made once and
+kept in the Secret <fullname>-client-name (read back on upgrades), so that
+a Certificate someone else gets from the same issuer does not name it.
+Computed once per render; call it with the root context. */}}
 {{- define "hcloudscale.clientName" -}}
-{{- default (printf "%s-autoscaler" (include "hcloudscale.fullname" . | trunc 52 | trimSuffix "-")) .Values.tls.clientName -}}
+{{- /* Kept in the render's root, not in .Values, which Helm may store
+  with the release. */ -}}
+{{- if not (hasKey $ "hcloudscaleClientName") -}}
+{{- $name := .Values.tls.clientName -}}
+{{- $prefix := printf "%s-autoscaler" (include "hcloudscale.fullname" . | trunc 52 | trimSuffix "-") -}}
+{{- if and (not $name) .Values.tls.certManager.enabled .Values.tls.certManager.issuerRef -}}
+{{- $kept := lookup "v1" "Secret" .Release.Namespace (include "hcloudscale.clientNameSecret" .) -}}
+{{- $name = dig "data" "name" "" $kept | b64dec -}}
+{{- if not $name -}}
+{{- $name = printf "%s-autoscaler-%s" (include "hcloudscale.fullname" . | trunc 29 | trimSuffix "-") (randAlphaNum 22 | lower) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $ "hcloudscaleClientName" (default $prefix $name) -}}
+{{- end -}}
+{{- index $ "hcloudscaleClientName" -}}
+{{- end -}}
+
+{{- define "hcloudscale.clientNameSecret" -}}
+{{- printf "%s-client-name" (include "hcloudscale.fullname" .) -}}
+{{- end -}}
+
+{{/* The client certificates serve accepts as they are, whatever names
+they carry (--tls-client-pinned), PEM: those pinned before (kept in the
+Secret <fullname>-pinned-clients) and, when the client Certificate in the
+cluster does not carry the client name (an upgrade that changes the
+autoscaler's identity, e.g. from a chart whose certificate had only
+CN=cluster-autoscaler), the certificate the autoscaler holds now. It keeps
+calling with that one until it restarts; serve refuses it once it expires.
+Empty without access to the cluster (helm template). */}}
+{{- define "hcloudscale.pinnedClients" -}}
+{{- $pins := "" -}}
+{{- if and .Values.tls.certManager.enabled .Values.tls.verifyClientName (.Capabilities.APIVersions.Has "cert-manager.io/v1/Certificate") -}}
+{{- $fullname := include "hcloudscale.fullname" . -}}
+{{- $ns := include "hcloudscale.autoscalerNamespace" . -}}
+{{- $own := lookup "v1" "Secret" .Release.Namespace (printf "%s-pinned-clients" $fullname) -}}
+{{- $pins = dig "data" "clients.pem" "" $own | b64dec -}}
+{{- $cert := lookup "cert-manager.io/v1" "Certificate" $ns (printf "%s-client" $fullname) -}}
+{{- if and $cert (not (has (include "hcloudscale.clientName" .) (dig "spec" "dnsNames" list $cert))) -}}
+{{- $crt := dig "data" "tls.crt" "" (lookup "v1" "Secret" $ns (include "hcloudscale.clientTLSSecret" .)) | b64dec -}}
+{{- if and $crt (not (contains (trim $crt) $pins)) -}}
+{{- $pins = printf "%s%s\n" $pins (trim $crt) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $pins -}}
 {{- end -}}
 
 {{/* The namespace the autoscaler runs in: its client certificate and
@@ -143,4 +192,31 @@ keys in any case. Fails on text that is not a JSON object. */}}
 {{/* The DNS name the autoscaler dials and verifies the server certificate with. */}}
 {{- define "hcloudscale.serviceHost" -}}
 {{- printf "%s.%s.svc" (include "hcloudscale.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/* The Lease's name (--leader-elect-resource-name): leaderElection.leaseName;
+empty, the name the release's Deployment already passes, so that an upgrade
+keeps the Lease the running pods hold (old and new pods of a rollout must
+compete for one Lease); else the full name, one Lease per release. Without
+access to the cluster (helm template) the full name. */}}
+{{- define "hcloudscale.leaseName" -}}
+{{- $name := .Values.leaderElection.leaseName -}}
+{{- if not $name -}}
+{{- $dep := lookup "apps/v1" "Deployment" .Release.Namespace (include "hcloudscale.fullname" .) -}}
+{{- range $c := dig "spec" "template" "spec" "containers" list $dep -}}
+{{- range $a := (get $c "args" | default list) -}}
+{{- if hasPrefix "--leader-elect-resource-name=" (toString $a) -}}
+{{- $name = trimPrefix "--leader-elect-resource-name=" (toString $a) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- default (include "hcloudscale.fullname" .) $name -}}
+{{- end -}}
+
+{{/* The name of a cluster-scoped object (ClusterRole, ClusterRoleBinding):
+the full name and the namespace, so that releases of one name in two
+namespaces do not collide. */}}
+{{- define "hcloudscale.clusterScopedName" -}}
+{{- printf "%s-%s-%s" (include "hcloudscale.fullname" .root) .root.Release.Namespace .suffix -}}
 {{- end -}}
