@@ -71,6 +71,9 @@ type spreadGroups struct {
 	// when none is.
 	growing  chan struct{}
 	sweeping bool
+	// taken are the names of groups that are not the pool's (another
+	// label) and that the pool's own groups must therefore avoid.
+	taken map[string]bool
 }
 
 type spreadGroup struct {
@@ -217,12 +220,16 @@ func (s *spreadGroups) load(ctx context.Context) error {
 
 // create makes the next group, named <pool>-spread-<n> with the lowest n
 // free. A name already taken is a group an earlier answer did not reach
-// us: the groups are listed again.
+// us, or one that is not the pool's: the groups are listed again, and a
+// name the listing does not show is avoided from then on.
 func (s *spreadGroups) create(ctx context.Context) error {
 	s.mu.Lock()
-	names := make([]string, 0, len(s.groups))
+	names := make([]string, 0, len(s.groups)+len(s.taken))
 	for _, g := range s.groups {
 		names = append(names, g.pg.Name)
+	}
+	for n := range s.taken {
+		names = append(names, n)
 	}
 	s.mu.Unlock()
 	name := ""
@@ -240,7 +247,7 @@ func (s *spreadGroups) create(ctx context.Context) error {
 		s.log.Info("spread placement group created", zap.String("placement_group", name), zap.Int64("id", res.PlacementGroup.ID))
 		return nil
 	case hcloud.IsError(err, hcloud.ErrorCodeUniquenessError):
-		return s.load(ctx)
+		return s.loadAfterConflict(ctx, name)
 	case hcloud.IsError(err, hcloud.ErrorCodeResourceLimitExceeded):
 		s.limit()
 		return &limitError{&infoError{ErrorInfo{
@@ -249,6 +256,25 @@ func (s *spreadGroups) create(ctx context.Context) error {
 		}}}
 	}
 	return fmt.Errorf("creating spread placement group %s: %w", name, err)
+}
+
+// loadAfterConflict lists the groups again after the name was refused as
+// taken; a name none of the pool's groups has belongs to another group and
+// is avoided.
+func (s *spreadGroups) loadAfterConflict(ctx context.Context, name string) error {
+	if err := s.load(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.groups {
+		if g.pg.Name == name {
+			return nil
+		}
+	}
+	s.taken[name] = true
+	s.log.Warn("a placement group that is not the pool's has the name of its next spread group; the name is skipped", zap.String("placement_group", name))
+	return nil
 }
 
 // limitError is the infoError of a claim refused for the project's

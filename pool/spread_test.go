@@ -239,3 +239,21 @@ func checkSpread(t *testing.T, e *env, p *Pool, seed uint64, round int) {
 		}
 	}
 }
+
+func TestSpreadGroupNameTakenByAForeignGroup(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	if _, err := e.fake.AddPlacementGroup(hcloudtest.PlacementGroup{Name: "workers-spread-1", Labels: map[string]string{"team": "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.newSpreadPool(spreadConfig("workers", 30))
+	if err := p.IncreaseSize(t.Context(), 2); err != nil {
+		t.Fatalf("IncreaseSize(2) error: %v", err)
+	}
+	e.settle(p)
+	if got := countStates(p.Instances()); got["running"] != 2 {
+		t.Errorf("instances = %v; want 2 running", got)
+	}
+	if n := e.fake.Count("POST /placement_groups"); n > 3 {
+		t.Errorf("%d group creates; want a few, not a loop", n)
+	}
+}
