@@ -80,6 +80,9 @@ type spreadGroup struct {
 	pg         *hcloud.PlacementGroup
 	emptySince time.Time // zero while not known to be empty
 	deleting   bool
+	// full says the last listing showed the group with as many members
+	// as it holds (servers that are not the pool's count there too).
+	full bool
 }
 
 type reservation struct {
@@ -121,7 +124,7 @@ func (s *spreadGroups) roomLocked(fill map[int64]int) *spreadGroup {
 	var best *spreadGroup
 	for _, g := range s.groups {
 		n := fill[g.pg.ID]
-		if g.deleting || n >= MaxSpreadMembers {
+		if g.deleting || g.full || n >= MaxSpreadMembers {
 			continue
 		}
 		if best == nil || n > fill[best.pg.ID] || n == fill[best.pg.ID] && g.pg.ID < best.pg.ID {
@@ -203,11 +206,12 @@ func (s *spreadGroups) load(ctx context.Context) error {
 	seen := make(map[int64]bool, len(all))
 	for _, pg := range all {
 		seen[pg.ID] = true
+		full := len(pg.Servers) >= MaxSpreadMembers
 		if g, ok := s.groups[pg.ID]; ok {
-			g.pg = pg
+			g.pg, g.full = pg, full
 			continue
 		}
-		s.groups[pg.ID] = &spreadGroup{pg: pg}
+		s.groups[pg.ID] = &spreadGroup{pg: pg, full: full}
 	}
 	for id, g := range s.groups {
 		if !seen[id] && !g.deleting {
@@ -396,6 +400,19 @@ func (p *Pool) reserveSpread(ctx context.Context, c *claim, opts *hcloud.ServerC
 	}
 	opts.PlacementGroup = pg
 	return nil
+}
+
+// spreadRefused lists the spread groups again before the next
+// reservation when Hetzner refused a create for its group: the group was
+// deleted by hand (invalid input, not found) or holds servers the pool
+// does not count (member limit).
+func (p *Pool) spreadRefused(c *claim, err error) {
+	if c.set.cfg.SpreadGroups && (hcloud.IsError(err, hcloud.ErrorCodeInvalidInput) ||
+		hcloud.IsError(err, hcloud.ErrorCodeNotFound) || hcloud.IsError(err, errorCodePlacementGroupMemberLimitReached)) {
+		p.spread.mu.Lock()
+		p.spread.loaded = false
+		p.spread.mu.Unlock()
+	}
 }
 
 // endSpread ends the claim's reservation, if any, when its flow ends.
