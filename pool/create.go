@@ -83,6 +83,7 @@ func (p *Pool) runClaim(taskCtx context.Context, c *claim) {
 		res, err = p.findAfterFailure(taskCtx, c.name, err, log)
 	}
 	if err != nil {
+		p.spreadRefused(c, err)
 		p.fail(taskCtx, c, nil, "create server", err)
 		return
 	}

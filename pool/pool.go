@@ -187,7 +187,7 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		pool: cfg.Name, labels: spreadLabels(cfg.Name, own[config.LabelCluster]),
 		api: deps.PlacementGroups, cache: deps.Cache, clock: o.clock, grace: o.spreadGrace,
 		log: p.log, limit: func() { m.PlacementGroupLimit.WithLabelValues(cfg.Name).Inc() },
-		groups: map[int64]*spreadGroup{}, reserved: map[string]*reservation{},
+		groups: map[int64]*spreadGroup{}, reserved: map[string]*reservation{}, taken: map[string]bool{},
 	}
 	p.cfg.Name = cfg.Name
 	p.set.Store(set)

@@ -71,12 +71,18 @@ type spreadGroups struct {
 	// when none is.
 	growing  chan struct{}
 	sweeping bool
+	// taken are the names of groups that are not the pool's (another
+	// label) and that the pool's own groups must therefore avoid.
+	taken map[string]bool
 }
 
 type spreadGroup struct {
 	pg         *hcloud.PlacementGroup
 	emptySince time.Time // zero while not known to be empty
 	deleting   bool
+	// full says the last listing showed the group with as many members
+	// as it holds (servers that are not the pool's count there too).
+	full bool
 }
 
 type reservation struct {
@@ -118,7 +124,7 @@ func (s *spreadGroups) roomLocked(fill map[int64]int) *spreadGroup {
 	var best *spreadGroup
 	for _, g := range s.groups {
 		n := fill[g.pg.ID]
-		if g.deleting || n >= MaxSpreadMembers {
+		if g.deleting || g.full || n >= MaxSpreadMembers {
 			continue
 		}
 		if best == nil || n > fill[best.pg.ID] || n == fill[best.pg.ID] && g.pg.ID < best.pg.ID {
@@ -200,11 +206,12 @@ func (s *spreadGroups) load(ctx context.Context) error {
 	seen := make(map[int64]bool, len(all))
 	for _, pg := range all {
 		seen[pg.ID] = true
+		full := len(pg.Servers) >= MaxSpreadMembers
 		if g, ok := s.groups[pg.ID]; ok {
-			g.pg = pg
+			g.pg, g.full = pg, full
 			continue
 		}
-		s.groups[pg.ID] = &spreadGroup{pg: pg}
+		s.groups[pg.ID] = &spreadGroup{pg: pg, full: full}
 	}
 	for id, g := range s.groups {
 		if !seen[id] && !g.deleting {
@@ -217,12 +224,16 @@ func (s *spreadGroups) load(ctx context.Context) error {
 
 // create makes the next group, named <pool>-spread-<n> with the lowest n
 // free. A name already taken is a group an earlier answer did not reach
-// us: the groups are listed again.
+// us, or one that is not the pool's: the groups are listed again, and a
+// name the listing does not show is avoided from then on.
 func (s *spreadGroups) create(ctx context.Context) error {
 	s.mu.Lock()
-	names := make([]string, 0, len(s.groups))
+	names := make([]string, 0, len(s.groups)+len(s.taken))
 	for _, g := range s.groups {
 		names = append(names, g.pg.Name)
+	}
+	for n := range s.taken {
+		names = append(names, n)
 	}
 	s.mu.Unlock()
 	name := ""
@@ -240,7 +251,7 @@ func (s *spreadGroups) create(ctx context.Context) error {
 		s.log.Info("spread placement group created", zap.String("placement_group", name), zap.Int64("id", res.PlacementGroup.ID))
 		return nil
 	case hcloud.IsError(err, hcloud.ErrorCodeUniquenessError):
-		return s.load(ctx)
+		return s.loadAfterConflict(ctx, name)
 	case hcloud.IsError(err, hcloud.ErrorCodeResourceLimitExceeded):
 		s.limit()
 		return &limitError{&infoError{ErrorInfo{
@@ -249,6 +260,25 @@ func (s *spreadGroups) create(ctx context.Context) error {
 		}}}
 	}
 	return fmt.Errorf("creating spread placement group %s: %w", name, err)
+}
+
+// loadAfterConflict lists the groups again after the name was refused as
+// taken; a name none of the pool's groups has belongs to another group and
+// is avoided.
+func (s *spreadGroups) loadAfterConflict(ctx context.Context, name string) error {
+	if err := s.load(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.groups {
+		if g.pg.Name == name {
+			return nil
+		}
+	}
+	s.taken[name] = true
+	s.log.Warn("a placement group that is not the pool's has the name of its next spread group; the name is skipped", zap.String("placement_group", name))
+	return nil
 }
 
 // limitError is the infoError of a claim refused for the project's
@@ -370,6 +400,19 @@ func (p *Pool) reserveSpread(ctx context.Context, c *claim, opts *hcloud.ServerC
 	}
 	opts.PlacementGroup = pg
 	return nil
+}
+
+// spreadRefused lists the spread groups again before the next
+// reservation when Hetzner refused a create for its group: the group was
+// deleted by hand (invalid input, not found) or holds servers the pool
+// does not count (member limit).
+func (p *Pool) spreadRefused(c *claim, err error) {
+	if c.set.cfg.SpreadGroups && (hcloud.IsError(err, hcloud.ErrorCodeInvalidInput) ||
+		hcloud.IsError(err, hcloud.ErrorCodeNotFound) || hcloud.IsError(err, errorCodePlacementGroupMemberLimitReached)) {
+		p.spread.mu.Lock()
+		p.spread.loaded = false
+		p.spread.mu.Unlock()
+	}
 }
 
 // endSpread ends the claim's reservation, if any, when its flow ends.

@@ -239,3 +239,56 @@ func checkSpread(t *testing.T, e *env, p *Pool, seed uint64, round int) {
 		}
 	}
 }
+
+func TestSpreadGroupNameTakenByAForeignGroup(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	if _, err := e.fake.AddPlacementGroup(hcloudtest.PlacementGroup{Name: "workers-spread-1", Labels: map[string]string{"team": "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	p := e.newSpreadPool(spreadConfig("workers", 30))
+	if err := p.IncreaseSize(t.Context(), 2); err != nil {
+		t.Fatalf("IncreaseSize(2) error: %v", err)
+	}
+	e.settle(p)
+	if got := countStates(p.Instances()); got["running"] != 2 {
+		t.Errorf("instances = %v; want 2 running", got)
+	}
+	if n := e.fake.Count("POST /placement_groups"); n > 3 {
+		t.Errorf("%d group creates; want a few, not a loop", n)
+	}
+}
+
+func TestSpreadGroupDeletedByHand(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	p := e.newSpreadPool(spreadConfig("workers", 30))
+	if err := p.IncreaseSize(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(p)
+	var ids []string
+	for _, in := range p.Instances() {
+		ids = append(ids, in.ID)
+	}
+	if err := p.DeleteInstances(t.Context(), ids); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(p)
+	groups, err := e.client.PlacementGroup.All(t.Context())
+	if err != nil || len(groups) != 1 {
+		t.Fatalf("groups = %v, %v; want one", groups, err)
+	}
+	if _, err := e.client.PlacementGroup.Delete(t.Context(), groups[0]); err != nil {
+		t.Fatal(err)
+	}
+	// The first create after the deletion is refused and the groups are
+	// listed again; the next scale-up gets a new group.
+	for range 2 {
+		if err := p.IncreaseSize(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		e.settle(p)
+	}
+	if got := countStates(p.Instances()); got["running"] != 1 {
+		t.Errorf("instances = %v; want 1 running after its group was deleted by hand", got)
+	}
+}
