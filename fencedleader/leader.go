@@ -247,12 +247,15 @@ func (l *Leader) endTermLocked(cause error, lost bool) {
 
 // armLapseLocked ends the term when the renew deadline passes without a
 // renewal, so that the leadership context is cancelled then, not at the
-// next check.
+// next check. It looks at least every retry period: a timer counts the
+// monotonic clock, which a suspended VM's may not advance, while the
+// renew deadline is also measured by the wall clock.
 func (l *Leader) armLapseLocked() {
 	if l.lapse != nil {
 		l.lapse.Stop()
 	}
-	l.lapse = time.AfterFunc(max(l.cfg.RenewDeadline-l.sinceRenewalLocked(), 0), func() {
+	wait := min(max(l.cfg.RenewDeadline-l.sinceRenewalLocked(), 0), l.cfg.RetryPeriod)
+	l.lapse = time.AfterFunc(wait, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.leading && l.freshLocked() {
