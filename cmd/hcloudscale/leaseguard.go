@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/fencedleader"
 )
@@ -52,7 +56,10 @@ func (g *leaseGuard) check(ctx context.Context, env config.Env) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	h, err := fencedleader.LiveHolder(ctx, client, lc.Namespace, g.name)
+	h, err := fencedleader.LiveHolder(ctx, client, lc.Namespace, g.name, fencedleader.DefaultWriteGrace)
+	if err == nil && h == nil && g.namespace == "" {
+		h, lc.Namespace, err = g.elsewhere(ctx, client, lc.Namespace)
+	}
 	if err != nil {
 		return fmt.Errorf("%w; cannot tell whether serve's leader is writing (or pass --ignore-leader)", err)
 	}
@@ -62,4 +69,25 @@ func (g *leaseGuard) check(ctx context.Context, env config.Env) error {
 			time.Since(h.Renewed).Round(time.Second), h.Left.Round(time.Second))
 	}
 	return nil
+}
+
+// elsewhere looks for serve's Lease in every namespace when the one it
+// defaulted to has none (the chart keeps it in the release's namespace):
+// it returns the first live holding and its namespace. A client that may
+// not list Leases across namespaces gets an error naming the flag.
+func (g *leaseGuard) elsewhere(ctx context.Context, client kubernetes.Interface, tried string) (*fencedleader.Holding, string, error) {
+	list, err := client.CoordinationV1().Leases(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", g.name).String(),
+	})
+	if err != nil {
+		return nil, tried, fmt.Errorf("no Lease %s/%s, and listing Leases named %s in other namespaces: %w; pass --leader-elect-resource-namespace with serve's namespace",
+			tried, g.name, g.name, err)
+	}
+	for _, l := range list.Items {
+		h, err := fencedleader.LiveHolder(ctx, client, l.Namespace, g.name, fencedleader.DefaultWriteGrace)
+		if err != nil || h != nil {
+			return h, l.Namespace, err
+		}
+	}
+	return nil, tried, nil
 }

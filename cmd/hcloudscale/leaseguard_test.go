@@ -20,26 +20,33 @@ import (
 // live holder has it, unless --ignore-leader; an expired or released
 // Lease lets them write.
 func TestScaleAndCleanupRefuseBesideALeader(t *testing.T) {
-	lease := func(holder string, renewed time.Time) *coordinationv1.Lease {
-		return &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: "hcloudscale", Namespace: "autoscaling"},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(int32(15)),
-				RenewTime: &metav1.MicroTime{Time: renewed}},
+	// A case's Lease is made when its subtest starts, renewed ago before.
+	lease := func(holder string, ago time.Duration) func() *coordinationv1.Lease {
+		return func() *coordinationv1.Lease {
+			renewed := time.Now().Add(-ago)
+			return &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: "hcloudscale", Namespace: "autoscaling"},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(int32(15)),
+					RenewTime: &metav1.MicroTime{Time: renewed}},
+			}
 		}
 	}
 	for _, c := range []struct {
 		name  string
-		lease *coordinationv1.Lease
+		lease func() *coordinationv1.Lease
 		extra []string
+		podNS string // $POD_NAMESPACE; "": none, the guard defaults to kube-system
 		want  string // in stderr, "" for a write
 	}{
-		{"live holder", lease("serve-0", time.Now()), nil, `serve's leader "serve-0" holds Lease autoscaling/hcloudscale`},
-		{"live holder, told to ignore it", lease("serve-0", time.Now()), []string{"--ignore-leader"}, ""},
-		{"expired", lease("serve-0", time.Now().Add(-time.Minute)), nil, ""},
-		{"released", lease("", time.Now()), nil, ""},
+		{"live holder", lease("serve-0", 0), nil, "autoscaling", `serve's leader "serve-0" holds Lease autoscaling/hcloudscale`},
+		{"live holder in a namespace not named", lease("serve-0", 0), nil, "", `serve's leader "serve-0" holds Lease autoscaling/hcloudscale`},
+		{"within the write grace", lease("serve-0", 18*time.Second), nil, "autoscaling", `serve's leader "serve-0" holds Lease`},
+		{"live holder, told to ignore it", lease("serve-0", 0), []string{"--ignore-leader"}, "autoscaling", ""},
+		{"expired", lease("serve-0", time.Minute), nil, "autoscaling", ""},
+		{"released", lease("", 0), nil, "autoscaling", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			kube := kubefake.NewClientset(c.lease)
+			kube := kubefake.NewClientset(c.lease())
 			old := newKubeClient
 			newKubeClient = func(string, config.Env) (kubernetes.Interface, error) { return kube, nil }
 			t.Cleanup(func() { newKubeClient = old })
@@ -49,7 +56,11 @@ func TestScaleAndCleanupRefuseBesideALeader(t *testing.T) {
 				args []string
 			}{{"scale", runScale, []string{"workers", "1"}}, {"cleanup", runCleanup, []string{"--yes"}}} {
 				p := newFakeProject(t, hcloudtest.WithDefaultActionDuration(0))
-				env := p.env(t, map[string]string{"KUBECONFIG": "/kubeconfig", "POD_NAMESPACE": "autoscaling"})
+				vars := map[string]string{"KUBECONFIG": "/kubeconfig"}
+				if c.podNS != "" {
+					vars["POD_NAMESPACE"] = c.podNS
+				}
+				env := p.env(t, vars)
 				args := append(append(append([]string{}, cmd.args...), c.extra...), exampleNodes...)
 				r := runCmd(t, cmd.run, env, args...)
 				writes := 0
