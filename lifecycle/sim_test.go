@@ -41,7 +41,8 @@ package lifecycle_test
 //     they did and the steps run until the lifecycle has nothing left to
 //     do, no node is left cordoned, marked or scale-down-disabled, every
 //     pool has as many servers as its target and no replacement left
-//     over, and every server runs with a Ready node in a pool (no leak).
+//     over (one a stopped drain kept, named by its old node's stop,
+//     aside), and every server runs with a Ready node in a pool (no leak).
 //
 // A failure prints its seed and the trace of events; -seed N replays that
 // seed, -sim.seeds K runs K seeds, -sim.strict fails the invariants listed
