@@ -24,8 +24,9 @@ package lifecycle_test
 //     gone, being deleted or not Ready (and schedulable).
 //   - evict-unmarked: no pod is evicted from a node the lifecycle has not
 //     marked; without a replacement only from a node of a removed pool.
-//   - evict-no-controller: no pod without a controller is evicted (until a
-//     setting allows it).
+//   - evict-no-controller: no pod without a controller is evicted unless
+//     its pool's evictUnreplicatedPods allows it (batch sets it, workers
+//     does not; a removed pool drains under the cluster's, which is off).
 //   - delete-live: no server with a Ready node is deleted by the lifecycle
 //     unless its replacement exists, is Ready and is not being deleted (a
 //     removed pool's node aside); a replacement only while it runs nothing
