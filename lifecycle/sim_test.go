@@ -24,8 +24,9 @@ package lifecycle_test
 //     gone, being deleted or not Ready (and schedulable).
 //   - evict-unmarked: no pod is evicted from a node the lifecycle has not
 //     marked; without a replacement only from a node of a removed pool.
-//   - evict-no-controller: no pod without a controller is evicted (until a
-//     setting allows it).
+//   - evict-no-controller: no pod without a controller is evicted unless
+//     its pool's evictUnreplicatedPods allows it (batch sets it, workers
+//     does not; a removed pool drains under the cluster's, which is off).
 //   - delete-live: no server with a Ready node is deleted by the lifecycle
 //     unless its replacement exists, is Ready and is not being deleted (a
 //     removed pool's node aside); a replacement only while it runs nothing
@@ -41,7 +42,8 @@ package lifecycle_test
 //     they did and the steps run until the lifecycle has nothing left to
 //     do, no node is left cordoned, marked or scale-down-disabled, every
 //     pool has as many servers as its target and no replacement left
-//     over, and every server runs with a Ready node in a pool (no leak).
+//     over (one a stopped drain kept, named by its old node's stop,
+//     aside), and every server runs with a Ready node in a pool (no leak).
 //
 // A failure prints its seed and the trace of events; -seed N replays that
 // seed, -sim.seeds K runs K seeds, -sim.strict fails the invariants listed

@@ -32,9 +32,7 @@ const (
 // openInvariants are invariants the code does not hold yet: their
 // violations are logged, not failed, unless -sim.strict. Each entry says
 // why; delete it once the code holds the invariant.
-var openInvariants = map[string]string{
-	invEvictOrphan: "pods without a controller are evicted: no per-pool setting exists yet to allow it, so none is allowed",
-}
+var openInvariants = map[string]string{}
 
 // replacementState says why the replacement named in a mark cannot stand
 // for its old node now; "" when it can (exists, not deleting, Ready).
@@ -57,14 +55,22 @@ func (s *sim) replacementState(name string) string {
 // removedPool reports whether the configuration no longer has pool.
 func (s *sim) removedPool(pool string) bool { return pool == "batch" && s.cfg.batchRemoved }
 
+// evictsUnreplicated reports whether the policy of node's pool lets a
+// drain evict pods without a controller: only batch's evictUnreplicatedPods
+// is set; a removed pool drains under the cluster's, which is not.
+func (s *sim) evictsUnreplicated(node string) bool {
+	sv, ok := s.serverNamed(node)
+	return ok && poolOf(sv.Labels) == "batch" && !s.removedPool("batch")
+}
+
 // checkEviction checks an eviction the lifecycle asks for, as it asks.
 func (s *sim) checkEviction(p *corev1.Pod) {
-	if metav1.GetControllerOf(p) == nil {
-		s.violate(invEvictOrphan, "pod %s without a controller evicted from %s", p.Name, p.Spec.NodeName)
-	}
 	n := s.node(p.Spec.NodeName)
 	if n == nil {
 		return
+	}
+	if metav1.GetControllerOf(p) == nil && !s.evictsUnreplicated(n.Name) {
+		s.violate(invEvictOrphan, "pod %s without a controller evicted from %s; its pool does not allow it", p.Name, n.Name)
 	}
 	m, ok := markOf(n)
 	if !ok {
@@ -258,10 +264,16 @@ func (s *sim) quiescentServer(sv hcloudtest.ServerInfo, known bool) string {
 		return "no Ready node"
 	}
 	id, _ := strconv.ParseInt(sv.Labels[config.LabelReplaces], 10, 64)
-	if _, there := s.api.ServerByID(id); there && id != 0 {
-		return fmt.Sprintf("a replacement left over: the server %d it replaces is still there", id)
+	old, there := s.api.ServerByID(id)
+	if !there || id == 0 {
+		return ""
 	}
-	return ""
+	// A stopped drain keeps a replacement that holds pods as an ordinary
+	// node; the old node's stop names it.
+	if n := s.node(old.Name); n != nil && strings.Contains(n.Annotations[lifecycle.StoppedAnnotation], `"`+sv.Name+`"`) {
+		return ""
+	}
+	return fmt.Sprintf("a replacement left over: the server %d it replaces is still there, and its stop does not name it", id)
 }
 
 // stable reports whether the world is at rest: nothing the lifecycle or

@@ -91,7 +91,9 @@ func (s *sim) load(c simConfig) *config.Config {
 	pools := map[string]any{"workers": map[string]any{"cloudInit": cloudInit, "replace": c.poolReplace()}}
 	nodes := []string{fmt.Sprintf("1:%d:cx23:fsn1:workers", c.workersMax)}
 	if !c.batchRemoved {
-		pools["batch"] = map[string]any{"cloudInit": cloudInit, "replace": c.poolReplace()}
+		batch := c.poolReplace()
+		batch["evictUnreplicatedPods"] = true // workers keeps the default: such pods hold its nodes
+		pools["batch"] = map[string]any{"cloudInit": cloudInit, "replace": batch}
 		nodes = append(nodes, "0:3:cx23:fsn1:batch")
 	}
 	doc, _ := json.Marshal(map[string]any{"clusterName": "sim", "imagesForArch": map[string]string{"amd64": "ubuntu-24.04"},
