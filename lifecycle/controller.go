@@ -515,7 +515,7 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 			cancel()
 			close(run.done)
 		}()
-		c.runDrain(ctx, r, poolName, timeout, policy)
+		c.runDrain(ctx, w.lead, r, poolName, timeout, policy)
 	})
 }
 
@@ -532,7 +532,9 @@ func (c *Controller) cancelDrain(old int64) {
 	<-run.done
 }
 
-func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName string, timeout time.Duration, policy nodedrain.Policy) {
+// lead is the leadership context of the step that started the drain
+// (nil: none), asked before each eviction.
+func (c *Controller) runDrain(ctx, lead context.Context, r *replacement, poolName string, timeout time.Duration, policy nodedrain.Policy) {
 	// Cordon again: after a restart between the mark and the cordon the
 	// node may still take pods.
 	err := c.replacementLive(ctx, r)
@@ -547,7 +549,7 @@ func (c *Controller) runDrain(ctx context.Context, r *replacement, poolName stri
 		o := c.o.drain
 		o.Timeout, o.Log, o.Policy = timeout, c.o.log.With(zap.String("pool", poolName)), policy
 		o.Check = func(ctx context.Context) error {
-			if !c.o.leads() {
+			if !c.o.leads() || (lead != nil && lead.Err() != nil) {
 				return context.Canceled // the next leader carries on
 			}
 			return c.replacementLive(ctx, r)

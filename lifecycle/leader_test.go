@@ -40,6 +40,9 @@ func TestLeadershipEndingStopsDrainsAtOnce(t *testing.T) {
 			e.run(200, 1, 1, func() bool { return len(e.marked(lifecycle.PhaseDraining)) == 1 })
 			leads.Store(false)
 			end()
+			// An eviction sent before leadership ended may still be on its
+			// way (and refused): let it land before the budget allows.
+			time.Sleep(100 * time.Millisecond)
 			e.mu.Lock()
 			e.refuse = map[string]bool{} // the budget allows now
 			e.mu.Unlock()
