@@ -140,6 +140,9 @@ func (p podProcess) command(t *testing.T, c corev1.Container) (args, env []strin
 			env = append(env, e.Name+"="+p.PodName)
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
 			env = append(env, e.Name+"="+p.Namespace)
+		case e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory":
+			// What the kubelet sets: the container's limit in bytes.
+			env = append(env, fmt.Sprintf("%s=%d", e.Name, c.Resources.Limits.Memory().Value()))
 		case strings.HasSuffix(e.Name, "_FILE"):
 			env = append(env, e.Name+"="+remap(e.Value))
 		case e.ValueFrom == nil:
