@@ -207,7 +207,7 @@ func TestGeneratedHeaderCommand(t *testing.T) {
 // grants exactly the requests of packages lifecycle and nodedrain (and
 // the Events of serve's recorder); a dry run, which plans only, the reads.
 func TestLifecycleRBACIsWhatTheCodeCalls(t *testing.T) {
-	reads := []string{"/nodes list", "/nodes watch", "/pods list", "policy/poddisruptionbudgets list"}
+	reads := []string{"/nodes get", "/nodes list", "/nodes watch", "/pods list", "policy/poddisruptionbudgets list"}
 	writes := []string{"/events create", "/events patch", "/nodes patch", "/pods/eviction create"}
 	for _, tc := range []struct {
 		name string
