@@ -53,6 +53,9 @@ type link struct {
 	// cutAfter, when set before the link is used, cuts the link once an
 	// answer it is true for has been delivered.
 	cutAfter func(*coordinationv1.Lease) bool
+	// failRenewals fails every update that holds the Lease, before it
+	// arrives; releases pass.
+	failRenewals atomic.Bool
 }
 
 func (l *link) delay() {
@@ -87,6 +90,10 @@ func (a *leaseAPI) client(seed uint64) (kubernetes.Interface, *link) {
 		l.requests.Add(1)
 		if l.cut.Load() {
 			return true, nil, errCut
+		}
+		if u, ok := action.(k8stesting.UpdateAction); ok && l.failRenewals.Load() &&
+			ptr.Deref(u.GetObject().(*coordinationv1.Lease).Spec.HolderIdentity, "") != "" {
+			return true, nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
 		}
 		l.delay()
 		obj, err := a.react(action)
@@ -143,6 +150,17 @@ func (a *leaseAPI) storeLocked(l *coordinationv1.Lease) (runtime.Object, error) 
 	a.lease = l
 	a.writes = append(a.writes, leaseWrite{at: time.Now(), holder: ptr.Deref(l.Spec.HolderIdentity, "")})
 	return l.DeepCopy(), nil
+}
+
+// takeOver writes the Lease as a replica holder that took it over now
+// would.
+func (a *leaseAPI) takeOver(holder string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l := a.lease.DeepCopy()
+	l.Spec.HolderIdentity = ptr.To(holder)
+	l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+	_, _ = a.storeLocked(l)
 }
 
 func (a *leaseAPI) delete() {

@@ -78,6 +78,13 @@
 // it (D + P ≤ W), so that the writes let through last have time to be
 // written: the defaults, L 15 s, D 10 s, P 2 s, G 5 s, give W 12.5 s.
 //
+// client-go's release (tryRelease, leaderelection.go:326-358) reads the
+// Lease but asks whether it leads of the record it observed before, and
+// retries on a conflict: a release held back by step 4 while another
+// replica took the Lease over would clear the new holder's hold. The
+// Leader releases only a Lease that the read just before shows held
+// under its identity.
+//
 // client-go also creates a missing Lease and leads at once
 // (leaderelection.go:470-484), and treats a Lease held under its own
 // identity as its own (leaderelection.go:456, 492): step 3 and the

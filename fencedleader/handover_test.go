@@ -218,3 +218,70 @@ func TestTakeOverWaitsAfterARestartWithTheSameIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaseKeepsATakenOverLease: renewals fail, so the leader's term
+// lapses and client-go releases the Lease: it reads the Lease (held by
+// the leader), and the release waits for a write whose answer was lost.
+// Meanwhile another replica takes the Lease over. The release conflicts
+// and client-go retries it, asking whether it leads of the record it
+// observed before the take-over: it cleared the new holder's hold, and a
+// third replica could lead at once beside it.
+func TestReleaseKeepsATakenOverLease(t *testing.T) {
+	api := released()
+	client, link := api.client(1)
+	cfg := testConfig("a")
+	cfg.WriteGrace = 1500 * time.Millisecond
+	a := startLeader(t, cfg, client, Hooks{})
+	if !waitFor(5*time.Second, a.Leading) {
+		t.Fatal("a does not lead")
+	}
+	permit, err := a.AllowWrite()
+	if err != nil {
+		t.Fatal(err)
+	}
+	link.failRenewals.Store(true)
+	if !waitFor(5*time.Second, func() bool { return !a.Leading() }) {
+		t.Fatal("a still leads with its renewals failing")
+	}
+	// The release now waits out the write grace of this write.
+	permit.Done(false)
+	time.Sleep(cfg.WriteGrace / 2)
+	api.takeOver("b")
+	taken := time.Now()
+	time.Sleep(cfg.WriteGrace + cfg.RetryPeriod*5)
+	if h := api.holder(); h != "b" {
+		t.Errorf("the Lease taken over by b is held by %q after a's release", h)
+	}
+	if at := api.acquired("", taken); !at.IsZero() {
+		t.Errorf("a released the Lease %s after b took it over", at.Sub(taken).Round(time.Millisecond))
+	}
+}
+
+// TestFailedRenewalsAreNoSecondProcess: renewals fail for most of the
+// renew deadline, then succeed again. Each failed try sends two writes;
+// the renew time the Lease still holds, of the last one that succeeded,
+// fell out of the few kept, and the replica took its own renewal for
+// another process's and stopped leading for good.
+func TestFailedRenewalsAreNoSecondProcess(t *testing.T) {
+	api := released()
+	client, link := api.client(1)
+	cfg := testConfig("a")
+	a := startLeader(t, cfg, client, Hooks{})
+	if !waitFor(5*time.Second, a.Leading) {
+		t.Fatal("a does not lead")
+	}
+	link.failRenewals.Store(true)
+	time.Sleep(cfg.RenewDeadline * 3 / 4)
+	link.failRenewals.Store(false)
+	if !waitFor(cfg.RenewDeadline, func() bool { return api.acquired("a", time.Now().Add(-cfg.RetryPeriod)) != (time.Time{}) }) {
+		t.Fatal("a did not renew once its renewals passed again")
+	}
+	select {
+	case <-a.Lost():
+		t.Fatalf("a stopped leading: %v", a.Err())
+	default:
+	}
+	if !a.Leading() {
+		t.Error("a does not lead after renewing")
+	}
+}

@@ -17,9 +17,10 @@ type leaseState struct {
 	observed string
 	// wrote: a write of this process under its identity succeeded.
 	wrote bool
-	// sent holds the renew times of the last writes this process sent
-	// under its identity, answered or not: a Lease renewed under this
-	// identity at another time was renewed by another process.
+	// sent holds the renew times of the writes this process sent under
+	// its identity since the last that succeeded, and that one, answered
+	// or not: a Lease renewed under this identity at another time was
+	// renewed by another process.
 	sent []time.Time
 	// conflict: another process renews under this identity.
 	conflict error
@@ -84,6 +85,7 @@ func (f *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElection
 	}
 	if rec.HolderIdentity == l.cfg.Identity {
 		l.mu.Lock()
+		l.lease.succeededLocked(rec.RenewTime.Time)
 		l.acquiredLocked("", l.cfg.LeaseDuration+l.cfg.WriteGrace, "created the Lease: a holder of a deleted Lease may still write")
 		l.mu.Unlock()
 		l.renewedAt(sent, wall)
@@ -96,17 +98,30 @@ func (f *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 	l := f.l
 	if rec.HolderIdentity == "" {
 		// client-go releases the Lease: after Stop, or after renewals
-		// failed for the renew deadline.
+		// failed for the renew deadline. It reads the Lease first but
+		// asks whether it leads of the record it observed before, so on
+		// a retry after a conflict it would clear the hold of a replica
+		// that took the Lease over meanwhile: release only a Lease the
+		// read just before shows held under this identity.
 		l.mu.Lock()
-		conflict := l.lease.conflict
+		conflict, holder := l.lease.conflict, l.lease.observed
 		l.mu.Unlock()
 		if conflict != nil {
 			return fmt.Errorf("not releasing the Lease: %w", conflict)
 		}
+		if holder != l.cfg.Identity {
+			return fmt.Errorf("not releasing the Lease: %q holds it", holder)
+		}
 		if err := l.closeFence(ctx); err != nil {
 			return fmt.Errorf("not releasing the Lease: %w", err)
 		}
-		return f.Interface.Update(ctx, rec)
+		if err := f.Interface.Update(ctx, rec); err != nil {
+			return err
+		}
+		l.mu.Lock()
+		l.lease.observed = ""
+		l.mu.Unlock()
+		return nil
 	}
 	sent, wall := l.now(), time.Now().Round(0)
 	l.sending(rec)
@@ -117,6 +132,7 @@ func (f *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 		return nil
 	}
 	l.mu.Lock()
+	l.lease.succeededLocked(rec.RenewTime.Time)
 	switch prev := l.lease.observed; {
 	case prev == l.cfg.Identity && !l.lease.wrote:
 		// Held under this identity by a process that is not this one:
@@ -143,9 +159,22 @@ func (l *Leader) sending(rec resourcelock.LeaderElectionRecord) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.lease.sent = append(l.lease.sent, rec.RenewTime.Time)
-	if n := len(l.lease.sent); n > 16 {
-		l.lease.sent = slices.Delete(l.lease.sent, 0, n-16)
+	if n := len(l.lease.sent); n > maxUnanswered {
+		// Keep the first, the last write known to have succeeded.
+		l.lease.sent = slices.Delete(l.lease.sent, 1, n-maxUnanswered+1)
 	}
+}
+
+// maxUnanswered bounds the renew times kept of writes sent since the last
+// that succeeded: two per retry period while renewals fail, far more than
+// a renew deadline holds.
+const maxUnanswered = 4096
+
+// succeededLocked records that the write with renew time t succeeded:
+// the Lease holds it or a later write, so earlier renew times need not be
+// kept.
+func (s *leaseState) succeededLocked(t time.Time) {
+	s.sent = append(s.sent[:0], t)
 }
 
 // acquiredLocked records a successful write under this identity that

@@ -198,7 +198,7 @@ func (s *scenario) fault(ins []*instance, restart func(int)) {
 		}
 	}
 	in := ins[i]
-	switch max(s.intn(8)-2, 0) {
+	switch max(s.intn(9)-2, 0) {
 	case 0: // partition
 		in.link.cut.Store(true)
 		time.AfterFunc(s.dur(s.cfg.LeaseDuration+time.Second), func() { in.link.cut.Store(false) })
@@ -219,6 +219,9 @@ func (s *scenario) fault(ins []*instance, restart func(int)) {
 		}
 	case 5: // slower or faster links
 		in.link.latency.Store(int64(s.dur(100 * time.Millisecond)))
+	case 6: // the API server fails renewals (etcd timeouts)
+		in.link.failRenewals.Store(true)
+		time.AfterFunc(s.dur(s.cfg.LeaseDuration), func() { in.link.failRenewals.Store(false) })
 	}
 }
 
@@ -237,16 +240,34 @@ func (s *scenario) check(t *testing.T) {
 	}
 	sort.Slice(terms, func(i, j int) bool { return terms[i].listed.Before(terms[j].listed) })
 	t.Logf("%d writes landed over %d terms", s.writes, len(terms))
+	bad := 0
 	for j, later := range terms {
 		for _, earlier := range terms[:j] {
 			for _, w := range s.landed[earlier.id] {
 				if !w.Before(later.listed) {
+					bad++
 					t.Errorf("a write of %s landed %s after %s listed to lead", earlier.id, w.Sub(later.listed).Round(time.Millisecond), later.id)
 				}
 			}
 		}
 	}
+	if bad > 0 {
+		s.logHistory(t, terms[0].listed)
+	}
 	if len(terms) == 0 || s.writes == 0 {
 		t.Errorf("%d terms, %d writes: the scenario tested nothing", len(terms), s.writes)
+	}
+}
+
+// logHistory logs the Lease's writes, from the first listing on, to tell
+// how a second writer came about.
+func (s *scenario) logHistory(t *testing.T, from time.Time) {
+	s.api.mu.Lock()
+	defer s.api.mu.Unlock()
+	for _, w := range s.api.writes {
+		t.Logf("%8s: the Lease held by %q", w.at.Sub(from).Round(time.Millisecond), w.holder)
+	}
+	for id, at := range s.listed {
+		t.Logf("%8s: %s listed", at.Sub(from).Round(time.Millisecond), id)
 	}
 }
