@@ -195,29 +195,6 @@ func handleListActions(s *Server, r *request) (response, *apiError) {
 	return actionPage(r, list)
 }
 
-// handleListServerActions answers GET /servers/{id}/actions: the actions
-// that concern the server, in ID order unless sorted, filtered by status,
-// as the API keeps them (until [Server.ForgetActions]).
-func handleListServerActions(s *Server, r *request) (response, *apiError) {
-	srv, err := s.serverFromPath(r)
-	if err != nil {
-		return response{}, err
-	}
-	statuses := r.query["status"]
-	var list []*actionRec
-	for _, a := range s.st.actions {
-		if len(statuses) > 0 && !slices.Contains(statuses, a.status) {
-			continue
-		}
-		if slices.ContainsFunc(a.resources, func(ref schema.ActionResourceReference) bool {
-			return ref.Type == "server" && ref.ID == srv.id
-		}) {
-			list = append(list, a)
-		}
-	}
-	return actionPage(r, list)
-}
-
 // actionPage answers a list of actions: sorted as the request asks, one
 // page of them.
 func actionPage(r *request, list []*actionRec) (response, *apiError) {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 )
 
@@ -27,8 +29,9 @@ func hcloudCLI(t *testing.T, fake *hcloudtest.Server, args ...string) (string, e
 
 // TestOfficialCLI drives the routes a user's tooling reaches with the
 // official hcloud client: placement groups created, listed and deleted, a
-// server created into one with its Primary IPs, server actions, and the
-// removed datacenter endpoint refused as the API refuses it.
+// server created into one with its Primary IPs, server actions, a server
+// created on an existing Primary IP without a location, and the removed
+// datacenter endpoint and property refused.
 func TestOfficialCLI(t *testing.T) {
 	fake := hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(0))
 	defer fake.Close()
@@ -49,7 +52,13 @@ func TestOfficialCLI(t *testing.T) {
 		{args: []string{"server", "delete", "web-1"}, want: []string{"deleted"}},
 		{args: []string{"primary-ip", "list"}, want: []string{"ID"}},
 		{args: []string{"placement-group", "delete", "spread-1"}, want: []string{"deleted"}},
+		{args: []string{"primary-ip", "create", "--type", "ipv4", "--name", "old", "--datacenter", "hel1-dc2"}, fail: true, want: []string{"invalid_input", "datacenter"}},
+		{args: []string{"server", "create", "--name", "edge", "--type", "cpx21", "--image", "ubuntu-24.04", "--primary-ipv4", "spare"}, want: []string{"created"}},
+		{args: []string{"server", "describe", "edge"}, want: []string{"100.64.0.1"}},
 		{args: []string{"datacenter", "list"}, fail: true, want: []string{"deprecated_api_endpoint"}},
+	}
+	if _, _, err := fake.Client().PrimaryIP.Create(t.Context(), hcloud.PrimaryIPCreateOpts{Name: "spare", Type: hcloud.PrimaryIPTypeIPv4, Location: "hel1"}); err != nil {
+		t.Fatal(err)
 	}
 	for _, st := range steps {
 		out, err := hcloudCLI(t, fake, st.args...)
@@ -63,7 +72,12 @@ func TestOfficialCLI(t *testing.T) {
 			}
 		}
 	}
-	if ips, err := fake.Client().PrimaryIP.All(t.Context()); err != nil || len(ips) != 0 {
-		t.Errorf("Primary IPs left after the server was deleted: %d (%v); want none (auto_delete)", len(ips), err)
+	ips, err := fake.Client().PrimaryIP.All(t.Context())
+	if err != nil || len(ips) != 2 {
+		t.Errorf("Primary IPs: %d (%v); want edge's two and none of web-1's (auto_delete)", len(ips), err)
+	}
+	// The Debian CLI shows the removed datacenter, not the location.
+	if edge, _ := fake.Servers(""); len(edge) != 1 || edge[0].Location != "hel1" || edge[0].PublicIPv4 != "100.64.0.1" {
+		t.Errorf("servers = %+v; want edge in hel1, where its Primary IP spare is", edge)
 	}
 }

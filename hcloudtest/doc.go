@@ -14,7 +14,8 @@
 // actions, whose commands are the API's: start_server, stop_server,
 // shutdown_server, reboot_server, reset_server, ...), actions (by ID and
 // listed by id filters; also per resource kind, GET /servers/actions and
-// /servers/actions/{id}, the same under /primary_ips), server types,
+// /servers/actions/{id}, and per resource, /servers/{id}/actions and
+// /servers/{id}/actions/{action_id}, the same under /primary_ips), server types,
 // locations, images, networks, firewalls, SSH keys, placement groups
 // (also created and deleted), Primary IPs and pricing. What the API has removed answers 410
 // deprecated_api_endpoint with the announcement in details: GET
@@ -27,7 +28,10 @@
 // with the server with auto_delete set and deleted with it,
 // or existing ones named in public_net.ipv4/ipv6, which stay, unassigned
 // (assignee_type "unassigned"), when the server goes. A version that
-// public_net disables gets none, and the server renders it as null.
+// public_net disables gets none, even if an ID is named for it ("if false,
+// no IPv4 address will be attached"), and the server renders it as null.
+// A server created on an existing Primary IP without a location goes
+// where the IP is, the only location it can be assigned in.
 //
 // The catalogue is shaped like Hetzner's offer but illustrative, not a
 // copy of it: locations fsn1, nbg1, hel1, ash, hil and sin; shared x86
@@ -137,9 +141,11 @@
 // Not modelled: volumes, floating IPs, load balancers, certificates,
 // DNS, ISOs, backups, rescue, rebuild, change_type and protection
 // (nothing is protected); reverse DNS beyond the default; traffic
-// accounting; unknown fields in a request body are ignored, the removed
-// datacenter of a create request included (the reference does not say
-// what the API answers to it). Where the reference
+// accounting. Unknown fields in a request body are ignored, but the
+// datacenter property, removed from server and Primary IP create
+// requests on 2026-07-01, is refused as invalid_input naming it: the
+// reference does not say what the API answers to it, and a refusal keeps
+// a test from passing on a request the API no longer honours. Where the reference
 // names no code (a full placement group), or does not say how the
 // top-level deprecation of a server type derives from its locations, the
 // choice is written where it is made ([StatusForCode],

@@ -87,38 +87,62 @@ func (st *state) unassignPrimaryIP(p *primaryIPRec) {
 }
 
 // createServerPrimaryIPs gives a new server its public IPs as the API
-// does: an existing Primary IP named in public_net.ipv4/ipv6, or a new one
-// (auto_delete true, the address derived from the server ID) unless
-// public_net disables that version.
+// does: none for a version public_net disables ("if false, no IPv4
+// address will be attached", even when an ID is named), else the existing
+// Primary IP named in public_net.ipv4/ipv6 or a new one (auto_delete true,
+// the address derived from the server ID).
 func (st *state) createServerPrimaryIPs(srv *serverRec, pub *schema.ServerCreatePublicNet, now time.Time) {
 	v4, v6 := serverPublicIPs(srv.id)
-	give := func(typ, ip string, enabled bool, existing int64) {
+	for _, want := range namedPrimaryIPs(pub) {
 		switch {
-		case existing != 0:
-			st.assignPrimaryIP(st.primaryIPs[existing], srv)
-		case enabled:
-			st.assignPrimaryIP(st.newPrimaryIP(typ, ip, "", srv.locationID, true, nil, now), srv)
+		case !want.enabled:
+		case want.id != 0:
+			st.assignPrimaryIP(st.primaryIPs[want.id], srv)
+		case want.typ == primaryIPv4:
+			st.assignPrimaryIP(st.newPrimaryIP(primaryIPv4, v4, "", srv.locationID, true, nil, now), srv)
+		default:
+			st.assignPrimaryIP(st.newPrimaryIP(primaryIPv6, v6, "", srv.locationID, true, nil, now), srv)
 		}
 	}
+}
+
+// wantedIP is one IP version of a create request's public_net.
+type wantedIP struct {
+	typ     string
+	enabled bool
+	id      int64 // an existing Primary IP; 0: a new one
+}
+
+// namedPrimaryIPs reads public_net; without it the API gives both
+// versions.
+func namedPrimaryIPs(pub *schema.ServerCreatePublicNet) [2]wantedIP {
 	if pub == nil {
 		pub = &schema.ServerCreatePublicNet{EnableIPv4: true, EnableIPv6: true}
 	}
-	give(primaryIPv4, v4, pub.EnableIPv4, pub.IPv4ID)
-	give(primaryIPv6, v6, pub.EnableIPv6, pub.IPv6ID)
+	return [2]wantedIP{
+		{primaryIPv4, pub.EnableIPv4, pub.IPv4ID},
+		{primaryIPv6, pub.EnableIPv6, pub.IPv6ID},
+	}
 }
 
-// checkCreatePublicNet checks the Primary IPs a create request names: they
+// publicNetLocation is the location of the first existing Primary IP a
+// create request uses, nil for none. A server created without a location
+// goes where its Primary IP is, since an IP is bound to its location.
+func (st *state) publicNetLocation(pub *schema.ServerCreatePublicNet) *schema.Location {
+	for _, want := range namedPrimaryIPs(pub) {
+		if p, ok := st.primaryIPs[want.id]; ok && want.enabled {
+			return st.locationByID(p.locationID)
+		}
+	}
+	return nil
+}
+
+// checkCreatePublicNet checks the Primary IPs a create request uses: they
 // exist, have the right version, are free and are in the server's
 // location.
 func (st *state) checkCreatePublicNet(pub *schema.ServerCreatePublicNet, loc *schema.Location) *apiError {
-	if pub == nil {
-		return nil
-	}
-	for _, want := range []struct {
-		typ string
-		id  int64
-	}{{primaryIPv4, pub.IPv4ID}, {primaryIPv6, pub.IPv6ID}} {
-		if want.id == 0 {
+	for _, want := range namedPrimaryIPs(pub) {
+		if want.id == 0 || !want.enabled {
 			continue
 		}
 		p, ok := st.primaryIPs[want.id]
@@ -233,15 +257,19 @@ func handleListPrimaryIPs(s *Server, r *request) (response, *apiError) {
 // location, or assigned at once to a server (which must be off), then in
 // the server's location with an assign_primary_ip action.
 func handleCreatePrimaryIP(s *Server, r *request) (response, *apiError) {
-	var req schema.PrimaryIPCreateRequest
-	if err := decodeBody(r, &req); err != nil {
+	var body struct {
+		schema.PrimaryIPCreateRequest
+		removedFields
+	}
+	if err := decodeBody(r, &body); err != nil {
 		return response{}, err
 	}
+	req := body.PrimaryIPCreateRequest
 	var labels map[string]string
 	if req.Labels != nil {
 		labels = *req.Labels
 	}
-	if err := s.st.validatePrimaryIPCreate(&req, labels); err != nil {
+	if err := s.st.validatePrimaryIPCreate(&req, body.removedFields, labels); err != nil {
 		return response{}, err
 	}
 	var srv *serverRec
@@ -268,8 +296,9 @@ func handleCreatePrimaryIP(s *Server, r *request) (response, *apiError) {
 
 // validatePrimaryIPCreate reports every malformed field of a create
 // request at once, then a name already taken.
-func (st *state) validatePrimaryIPCreate(req *schema.PrimaryIPCreateRequest, labels map[string]string) *apiError {
+func (st *state) validatePrimaryIPCreate(req *schema.PrimaryIPCreateRequest, removed removedFields, labels map[string]string) *apiError {
 	var fe fieldErrors
+	removed.check(&fe)
 	if req.Name == "" {
 		fe.add("name", "Missing data for required field.")
 	}

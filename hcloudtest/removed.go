@@ -21,3 +21,22 @@ func removedEndpoint(announcement string) *apiError {
 func handleDatacenters(*Server, *request) (response, *apiError) {
 	return response{}, removedEndpoint(datacentersAnnouncement)
 }
+
+// removingDatacentersAnnouncement removed the datacenter property of
+// Servers and Primary IPs, in responses and request bodies, on 2026-07-01.
+const removingDatacentersAnnouncement = "https://docs.hetzner.cloud/changelog#2026-07-01-removing-datacenters"
+
+// removedFields are request properties the API has removed. The reference
+// does not say what the API answers to one; the fake refuses it as
+// invalid_input naming the field, so that a request relying on it fails
+// in a test instead of quietly landing somewhere else (before its removal
+// a datacenter chose the location).
+type removedFields struct {
+	Datacenter any `json:"datacenter"`
+}
+
+func (f removedFields) check(fe *fieldErrors) {
+	if f.Datacenter != nil {
+		fe.add("datacenter", "datacenter was removed on 2026-07-01 (%s); use location", removingDatacentersAnnouncement)
+	}
+}

@@ -216,11 +216,15 @@ func (st *state) placementGroupSize(id int64) int {
 // reports problems: malformed input, unknown references, conflicts, then
 // capacity.
 func handleCreateServer(s *Server, r *request) (response, *apiError) {
-	var req schema.ServerCreateRequest
-	if err := decodeBody(r, &req); err != nil {
+	var body struct {
+		schema.ServerCreateRequest
+		removedFields
+	}
+	if err := decodeBody(r, &body); err != nil {
 		return response{}, err
 	}
-	labels, err := validateCreateServer(&req)
+	req := body.ServerCreateRequest
+	labels, err := validateCreateServer(&req, body.removedFields)
 	if err != nil {
 		return response{}, err
 	}
@@ -262,8 +266,9 @@ type serverCreateResponse struct {
 
 // validateCreateServer reports every malformed field of a create request
 // at once and returns a copy of its labels.
-func validateCreateServer(req *schema.ServerCreateRequest) (map[string]string, *apiError) {
+func validateCreateServer(req *schema.ServerCreateRequest, removed removedFields) (map[string]string, *apiError) {
 	var fe fieldErrors
+	removed.check(&fe)
 	if msg := validServerName(req.Name); msg != "" {
 		fe.add("name", "%s", msg)
 	}
@@ -283,7 +288,7 @@ func validateCreateServer(req *schema.ServerCreateRequest) (map[string]string, *
 			fe.add("labels", "%s", p)
 		}
 	}
-	if pub := req.PublicNet; pub != nil && !pub.EnableIPv4 && !pub.EnableIPv6 && pub.IPv4ID == 0 && pub.IPv6ID == 0 && len(req.Networks) == 0 {
+	if pub := req.PublicNet; pub != nil && !pub.EnableIPv4 && !pub.EnableIPv6 && len(req.Networks) == 0 {
 		fe.add("public_net", "a server without public IPs must be attached to a network")
 	}
 	return labels, fe.err()
@@ -339,14 +344,17 @@ func (st *state) createServerImage(req *schema.ServerCreateRequest, stype *schem
 }
 
 // createServerLocation finds the requested location. Without a location
-// the API places the server; the fake takes the first location that
-// offers the type.
+// the API places the server: where its existing Primary IP is, else the
+// fake takes the first location that offers the type.
 func (st *state) createServerLocation(req *schema.ServerCreateRequest, stype *schema.ServerType) (*schema.Location, *apiError) {
 	if req.Location != "" {
 		loc := st.locationByIDOrName(req.Location)
 		if loc == nil {
 			return nil, newError("invalid_input", "location not found")
 		}
+		return loc, nil
+	}
+	if loc := st.publicNetLocation(req.PublicNet); loc != nil {
 		return loc, nil
 	}
 	for _, l := range serverTypeAsOf(*stype, st.now).Locations {
