@@ -24,7 +24,8 @@
 //
 // A server's public IPv4 and IPv6 are Primary IPs (GET, POST, PUT and
 // DELETE /primary_ips, actions assign and unassign, which need the server
-// off; a delete needs the IP unassigned, as since 2026-05-01): created
+// off and lock the IP and the server while they run; a delete needs the
+// IP unassigned, as since 2026-05-01): created
 // with the server with auto_delete set and deleted with it,
 // or existing ones named in public_net.ipv4/ipv6, which stay, unassigned
 // (assignee_type "unassigned"), when the server goes. A version that

@@ -329,12 +329,14 @@ func (st *state) validatePrimaryIPCreate(req *schema.PrimaryIPCreateRequest, rem
 }
 
 // assignableServer finds a server that can take a Primary IP of typ: it
-// exists, is off, and has none of that type yet.
+// exists, no action runs on it, it is off, and has none of that type yet.
 func (st *state) assignableServer(id int64, typ string) (*serverRec, *apiError) {
 	srv, ok := st.servers[id]
 	switch {
 	case !ok:
 		return nil, newError("invalid_input", "server %d not found", id)
+	case st.lockedBy("server", id):
+		return nil, newError("locked", "server %d is locked: another action is running", id)
 	case srv.status != statusOff:
 		return nil, newError("server_not_stopped", "server %d must be powered off", id)
 	case typ == primaryIPv4 && srv.ipv4ID != 0:
@@ -385,6 +387,9 @@ func handleDeletePrimaryIP(s *Server, r *request) (response, *apiError) {
 	if err != nil {
 		return response{}, err
 	}
+	if err := s.st.checkPrimaryIPLock(p); err != nil {
+		return response{}, err
+	}
 	if p.assignee != 0 {
 		return response{}, newError("must_be_unassigned", "primary ip %d is assigned to server %d", p.id, p.assignee)
 	}
@@ -392,8 +397,16 @@ func handleDeletePrimaryIP(s *Server, r *request) (response, *apiError) {
 	return response{status: http.StatusNoContent}, nil
 }
 
+// checkUnassign refuses to take p off a server that is not off, or while
+// an action runs on either.
 func (st *state) checkUnassign(p *primaryIPRec) *apiError {
+	if err := st.checkPrimaryIPLock(p); err != nil {
+		return err
+	}
 	srv, ok := st.servers[p.assignee]
+	if ok && st.lockedBy("server", srv.id) {
+		return newError("locked", "server %d is locked: another action is running", srv.id)
+	}
 	if ok && srv.status != statusOff {
 		return newError("server_not_stopped", "server %d must be powered off", srv.id)
 	}
@@ -412,6 +425,9 @@ func handleAssignPrimaryIP(s *Server, r *request) (response, *apiError) {
 	}
 	if req.AssigneeID == 0 {
 		return response{}, invalidField("assignee_id", "Missing data for required field.")
+	}
+	if err := s.st.checkPrimaryIPLock(p); err != nil {
+		return response{}, err
 	}
 	if p.assignee != 0 {
 		return response{}, newError("primary_ip_already_assigned", "primary ip %d is already assigned to server %d", p.id, p.assignee)
@@ -452,4 +468,12 @@ func (st *state) primaryIPAddress(id int64) string {
 		return p.ip
 	}
 	return ""
+}
+
+// checkPrimaryIPLock refuses an action on p while another one runs on it.
+func (st *state) checkPrimaryIPLock(p *primaryIPRec) *apiError {
+	if st.lockedBy("primary_ip", p.id) {
+		return newError("locked", "primary ip %d is locked: another action is running", p.id)
+	}
+	return nil
 }

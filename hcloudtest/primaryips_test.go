@@ -119,6 +119,9 @@ func TestPrimaryIPAssignUnassignDelete(t *testing.T) {
 	if err != nil || a.Command != "unassign_primary_ip" {
 		t.Fatalf("Unassign = %+v, %v; want an unassign_primary_ip action", a, err)
 	}
+	if err := waitFor(t, client, clock, a); err != nil {
+		t.Fatal(err)
+	}
 	srv, _, _ := client.Server.GetByID(ctx, res.Server.ID)
 	if srv.PublicNet.IPv4.ID != 0 {
 		t.Errorf("server IPv4 after unassign = %+v; want none", srv.PublicNet.IPv4)
@@ -126,6 +129,9 @@ func TestPrimaryIPAssignUnassignDelete(t *testing.T) {
 	a, _, err = client.PrimaryIP.Assign(ctx, hcloud.PrimaryIPAssignOpts{ID: v4ID, AssigneeID: srv.ID, AssigneeType: "server"})
 	if err != nil || a.Command != "assign_primary_ip" {
 		t.Fatalf("Assign = %+v, %v; want an assign_primary_ip action", a, err)
+	}
+	if err := waitFor(t, client, clock, a); err != nil {
+		t.Fatal(err)
 	}
 	srv, _, _ = client.Server.GetByID(ctx, res.Server.ID)
 	if srv.PublicNet.IPv4.ID != v4ID {
@@ -136,7 +142,10 @@ func TestPrimaryIPAssignUnassignDelete(t *testing.T) {
 	if !hcloud.IsError(err, "must_be_unassigned") || resp.StatusCode != http.StatusUnprocessableEntity {
 		t.Fatalf("Delete of an assigned IP = %v, %v; want 422 must_be_unassigned", resp, err)
 	}
-	if _, _, err := client.PrimaryIP.Unassign(ctx, v4ID); err != nil {
+	if a, _, err = client.PrimaryIP.Unassign(ctx, v4ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(t, client, clock, a); err != nil {
 		t.Fatal(err)
 	}
 	resp, err = client.PrimaryIP.Delete(ctx, ip)
@@ -177,5 +186,56 @@ func TestPrimaryIPErrorStatuses(t *testing.T) {
 		if !hcloud.IsError(err, tt.code) || resp == nil || resp.StatusCode != tt.status {
 			t.Errorf("%s: Create = %v, %v; want %d %s", tt.name, resp, err, tt.status, tt.code)
 		}
+	}
+}
+
+// TestPrimaryIPActionsLock checks that an assign or unassign action locks
+// the Primary IP and the server until it finishes, as every action locks
+// its resources: a second action on either is refused with 423 locked.
+func TestPrimaryIPActionsLock(t *testing.T) {
+	_, client, clock := newFake(t)
+	ctx := t.Context()
+	opts := basicCreateOpts("locking", nil)
+	opts.StartAfterCreate = ptr(false)
+	res := mustCreate(t, client, opts)
+	if err := waitFor(t, client, clock, res.Action); err != nil {
+		t.Fatal(err)
+	}
+	v4, v6 := res.Server.PublicNet.IPv4.ID, res.Server.PublicNet.IPv6.ID
+	unassign, _, err := client.PrimaryIP.Unassign(ctx, v4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spare := createIP(t, client, "spare", hcloud.PrimaryIPTypeIPv4, "fsn1")
+	refused := []struct {
+		name string
+		do   func() (*hcloud.Response, error)
+	}{
+		{"unassign the server's IPv6", func() (*hcloud.Response, error) {
+			_, resp, err := client.PrimaryIP.Unassign(ctx, v6)
+			return resp, err
+		}},
+		{"assign the IP being unassigned", func() (*hcloud.Response, error) {
+			_, resp, err := client.PrimaryIP.Assign(ctx, hcloud.PrimaryIPAssignOpts{ID: v4, AssigneeID: res.Server.ID, AssigneeType: "server"})
+			return resp, err
+		}},
+		{"assign another IP to the server", func() (*hcloud.Response, error) {
+			_, resp, err := client.PrimaryIP.Assign(ctx, hcloud.PrimaryIPAssignOpts{ID: spare.ID, AssigneeID: res.Server.ID, AssigneeType: "server"})
+			return resp, err
+		}},
+		{"delete the IP being unassigned", func() (*hcloud.Response, error) {
+			return client.PrimaryIP.Delete(ctx, &hcloud.PrimaryIP{ID: v4})
+		}},
+	}
+	for _, tt := range refused {
+		if resp, err := tt.do(); !hcloud.IsError(err, hcloud.ErrorCodeLocked) || statusOf(resp) != http.StatusLocked {
+			t.Errorf("%s while unassign runs = %d, %v; want 423 locked", tt.name, statusOf(resp), err)
+		}
+	}
+	if err := waitFor(t, client, clock, unassign); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := client.PrimaryIP.Assign(ctx, hcloud.PrimaryIPAssignOpts{ID: spare.ID, AssigneeID: res.Server.ID, AssigneeType: "server"}); err != nil {
+		t.Errorf("assign after the unassign finished: %v", err)
 	}
 }
