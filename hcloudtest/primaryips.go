@@ -423,8 +423,16 @@ func handleAssignPrimaryIP(s *Server, r *request) (response, *apiError) {
 	if err := decodeBody(r, &req); err != nil {
 		return response{}, err
 	}
+	// Unlike a create's, an assign's assignee_type is required.
+	var fe fieldErrors
+	if req.AssigneeType != "server" {
+		fe.add("assignee_type", "must be one of: server")
+	}
 	if req.AssigneeID == 0 {
-		return response{}, invalidField("assignee_id", "Missing data for required field.")
+		fe.add("assignee_id", "Missing data for required field.")
+	}
+	if err := fe.err(); err != nil {
+		return response{}, err
 	}
 	if err := s.st.checkPrimaryIPLock(p); err != nil {
 		return response{}, err

@@ -239,3 +239,23 @@ func TestPrimaryIPActionsLock(t *testing.T) {
 		t.Errorf("assign after the unassign finished: %v", err)
 	}
 }
+
+// TestPrimaryIPAssignNeedsAssigneeType checks that an assign without
+// assignee_type, which hcloud-go sends when PrimaryIPAssignOpts leaves it
+// empty, is refused as the reference requires it (only a create may omit
+// it).
+func TestPrimaryIPAssignNeedsAssigneeType(t *testing.T) {
+	_, client, clock := newFake(t)
+	opts := basicCreateOpts("target", nil)
+	opts.StartAfterCreate = ptr(false)
+	opts.PublicNet = &hcloud.ServerCreatePublicNet{EnableIPv6: true}
+	res := mustCreate(t, client, opts)
+	if err := waitFor(t, client, clock, res.Action); err != nil {
+		t.Fatal(err)
+	}
+	ip := createIP(t, client, "loose", hcloud.PrimaryIPTypeIPv4, "fsn1")
+	_, resp, err := client.PrimaryIP.Assign(t.Context(), hcloud.PrimaryIPAssignOpts{ID: ip.ID, AssigneeID: res.Server.ID})
+	if !hcloud.IsError(err, hcloud.ErrorCodeInvalidInput) || statusOf(resp) != http.StatusUnprocessableEntity || !strings.Contains(err.Error(), "assignee_type") {
+		t.Errorf("Assign without assignee_type = %d, %v; want 422 invalid_input naming assignee_type", statusOf(resp), err)
+	}
+}
