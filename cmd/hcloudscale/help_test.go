@@ -33,6 +33,9 @@ func TestEveryHelpHasOneStyle(t *testing.T) {
 			}
 		})
 	}
+	if r := runCmd(t, runStatus, config.MapEnv(nil, nil), "--help"); !strings.Contains(r.stdout, "Replacements in\nprogress") {
+		t.Errorf("status --help does not name its replacements section:\n%s", r.stdout)
+	}
 	r := runCmd(t, runReplace, config.MapEnv(nil, nil), "--help")
 	for _, want := range []string{"repair:not_ready", "the pool's last stop", "HCLOUD_ENDPOINT_INSECURE"} {
 		if !strings.Contains(r.stdout, want) {

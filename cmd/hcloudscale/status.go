@@ -27,8 +27,11 @@ servers in status unknown, stopped servers of a subnet pool that are not attache
 network: an interrupted create, shown as creating), whether the pool's server type can be ordered in its location,
 the servers that differ from what the pool's configuration would create now (server type,
 location, image, placement group, network, firewalls, labels, user data: nothing replaces
-them by itself), and the API rate-limit budget left. With --serve-metrics it also says
-whether a running serve runs the content of HCLOUD_CLUSTER_CONFIG_FILE.
+them by itself), and the API rate-limit budget left. A section "Replacements in
+progress" lists the servers the node lifecycle (serve --replace-nodes) created to replace
+others that still exist, with the server each replaces and its state ("replaces" in
+-o json); replace --plan shows what the lifecycle would do next. With --serve-metrics it
+also says whether a running serve runs the content of HCLOUD_CLUSTER_CONFIG_FILE.
 
 status builds its own view from the API (one server listing, which is all the pools'
 servers: a few requests). Pending creates and the placeholders of failed creates of a
