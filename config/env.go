@@ -419,6 +419,16 @@ func PoolSetting(i int, name string) string {
 	return path
 }
 
+// CloudInitSetting names the setting a pool's cloud-init comes from, for
+// messages: nodeConfigs.<pool>.cloudInit of a cluster config, or
+// HCLOUD_CLOUD_INIT in the legacy format.
+func CloudInitSetting(cfg *Config, pool string) string {
+	if cfg.Source == SourceLegacyCloudInit {
+		return EnvCloudInit
+	}
+	return childPath(childPath("nodeConfigs", pool), "cloudInit")
+}
+
 // source picks the configuration source with upstream's precedence. It
 // returns the cluster config, or in the legacy format nil and the
 // HCLOUD_CLOUD_INIT user data.

@@ -91,3 +91,13 @@ func ExampleLoad_imagePrecedence() {
 	// gpu: amd64=987654 arm64=debian-12
 	// general: amd64=app=k8s,arch=x86 arm64=debian-12
 }
+
+func ExampleCloudInitSetting() {
+	fmt.Println(config.CloudInitSetting(&config.Config{Source: config.SourceClusterConfigFile}, "workers"))
+	fmt.Println(config.CloudInitSetting(&config.Config{Source: config.SourceClusterConfig}, "pool.v2"))
+	fmt.Println(config.CloudInitSetting(&config.Config{Source: config.SourceLegacyCloudInit}, "workers"))
+	// Output:
+	// nodeConfigs.workers.cloudInit
+	// nodeConfigs["pool.v2"].cloudInit
+	// HCLOUD_CLOUD_INIT
+}

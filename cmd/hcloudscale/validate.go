@@ -541,7 +541,8 @@ func placeholderWarnings(cfg *config.Config) []string {
 			continue
 		}
 		slices.Sort(found)
-		out = append(out, fmt.Sprintf("%s: the cloud-init still has the placeholders %s: replace them, or its servers never join", poolSetting(i, p), strings.Join(slices.Compact(found), ", ")))
+		out = append(out, fmt.Sprintf("%s: the cloud-init of pool %s still has the placeholders %s: replace them, or its servers never join",
+			config.CloudInitSetting(cfg, p.Name), p.Name, strings.Join(slices.Compact(found), ", ")))
 	}
 	return out
 }

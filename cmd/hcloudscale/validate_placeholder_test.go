@@ -24,8 +24,8 @@ func TestValidatePlaceholders(t *testing.T) {
 		}
 	}
 	if len(found) == 0 || !strings.Contains(found[0], "__BOOTSTRAP_TOKEN__") || !strings.Contains(found[0], "__API_SERVER_ENDPOINT__") ||
-		!strings.Contains(found[0], "workers") {
-		t.Errorf("warnings %q; want one naming the workers pool and its placeholders", res.Warnings)
+		!strings.HasPrefix(found[0], "nodeConfigs.workers.cloudInit: ") {
+		t.Errorf("warnings %q; want one naming nodeConfigs.workers.cloudInit and its placeholders", res.Warnings)
 	}
 	if strings.Contains(r.stdout, "kubeadm join") {
 		t.Errorf("validate printed the cloud-init:\n%s", r.stdout)
