@@ -389,6 +389,39 @@ func (w Window) Open(now time.Time) (open bool, next time.Time) {
 	}
 }
 
+// alwaysOpen reports whether the compiled window never closes during
+// the year from start: every opening comes before the window opened
+// before it has closed. It walks the openings in steps of half the
+// duration, checking just before each opening that ends a step without
+// one whether the window had closed; false when that takes too long to
+// tell (openings minutes apart).
+func (w Window) alwaysOpen(start time.Time) bool {
+	if w.spec == nil || w.Duration < 2*time.Minute {
+		return false
+	}
+	step := w.Duration / 2
+	end := start.Add(366 * 24 * time.Hour)
+	for x, n := start, 0; x.Before(end); n++ {
+		if n == 20000 {
+			return false
+		}
+		wall := w.spec.Next(wallClock(x.Add(-time.Second), w.loc))
+		if wall.IsZero() {
+			return false
+		}
+		next := w.instant(wall)
+		if next.Sub(x) < step {
+			x = x.Add(step)
+			continue
+		}
+		if open, _ := w.Open(next.Add(-time.Second)); !open {
+			return false
+		}
+		x = next
+	}
+	return true
+}
+
 // windowSlack exceeds any daylight-saving shift of a time zone.
 const windowSlack = 3 * time.Hour
 

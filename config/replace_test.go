@@ -494,3 +494,32 @@ func TestOpenAny(t *testing.T) {
 		t.Errorf("OpenAny(invalid) = %v, %v; want closed, never", open, next)
 	}
 }
+
+// TestAlwaysOpenWindowWarns checks the warning for a window that opens
+// again before it closes, which makes it no window at all.
+func TestAlwaysOpenWindowWarns(t *testing.T) {
+	tests := []struct {
+		name, window string
+		warn         bool
+	}{
+		{"nightly 3h", `{"schedule": "0 2 * * *", "duration": "3h"}`, false},
+		{"hourly 2h", `{"schedule": "0 * * * *", "duration": "2h"}`, true},
+		{"daily exactly 24h in UTC", `{"schedule": "0 2 * * *", "duration": "24h"}`, true},
+		{"daily 24h in Berlin: the autumn day has 25 hours", `{"schedule": "0 2 * * *", "duration": "24h", "timeZone": "Europe/Berlin"}`, false},
+		{"weekdays 24h: the weekend is closed", `{"schedule": "0 2 * * 1-5", "duration": "24h"}`, false},
+		{"weekdays 73h: Friday's covers the weekend", `{"schedule": "0 2 * * 1-5", "duration": "73h"}`, true},
+		{"every minute for an hour", `{"schedule": "* * * * *", "duration": "1h"}`, true},
+		{"monthly 31 days", `{"schedule": "0 0 1 * *", "duration": "744h"}`, true},
+		{"monthly 30 days: 31-day months close", `{"schedule": "0 0 1 * *", "duration": "720h"}`, false},
+	}
+	for _, tt := range tests {
+		cc, err := ParseClusterConfig([]byte(`{"replace": {"windows": [` + tt.window + `]}}`))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		warned := len(cc.Warnings) == 1 && strings.HasPrefix(cc.Warnings[0], "replace.windows[0]: ") && strings.Contains(cc.Warnings[0], "never closes")
+		if warned != tt.warn || len(cc.Warnings) > 1 {
+			t.Errorf("%s: warnings %q; want an always-open warning: %t", tt.name, cc.Warnings, tt.warn)
+		}
+	}
+}

@@ -268,6 +268,10 @@ func (p *problems) windows(path string, raw json.RawMessage) []Window {
 		}
 		if len(p.errs) == before {
 			out = append(out, w)
+			if w.alwaysOpen(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+				p.warnf(path, "%q opens the window again before its %s are over: it never closes, as if there were no window; give a duration shorter than the time between two openings",
+					schedule, shortDuration(duration))
+			}
 		}
 	})
 	return out
