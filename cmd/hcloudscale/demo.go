@@ -20,6 +20,7 @@ import (
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
+	"github.com/hcloudscale/hcloudscale/internal/nodesim"
 	"github.com/hcloudscale/hcloudscale/pool"
 )
 
@@ -75,8 +76,14 @@ func demoHelp(fs *flag.FlagSet) func(io.Writer) {
 Runs hcloudscale against an in-memory Hetzner Cloud API on 127.0.0.1, with no token and
 no cluster, and narrates what an autoscaler sees: a scale-up that returns at once while
 servers are created in the background, a server type that sells out in one location and
-the capacity error that makes the autoscaler fail over to another pool, a scale-down, and
-the API requests all of it cost. It takes under ten seconds (about one with --fast).
+the capacity error that makes the autoscaler fail over to another pool, a scale-down, a
+pool's image changed and its node replaced by the node lifecycle against a simulated
+cluster (a Kubernetes API of the demo's nodes on 127.0.0.1), and the API requests all of
+it cost. It takes about ten seconds (about one with --fast).
+
+With --keep the fake API and the simulated cluster keep running until interrupted, and
+the demo prints the environment (token, endpoint, cluster-config file, KUBECONFIG) that
+points status and replace --plan, run from another shell, at them.
 
 The demo's configuration is an ordinary cluster config (cmd/hcloudscale/demo.json) with
 three pools:
@@ -96,6 +103,7 @@ Flags:
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, _ config.Env) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fast := fs.Bool("fast", false, "run ten times as fast (short action delays)")
+	keep := fs.Bool("keep", false, "keep the fake API and the simulated cluster running until interrupted, and print the environment for status and replace --plan")
 	var lf logFlags
 	fs.StringVar(&lf.level, "log-level", "", "log level of the library's log on stderr: debug, info, warn or error (default: no log)")
 	fs.StringVar(&lf.format, "log-format", "console", "log format: json or console")
@@ -113,7 +121,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer, _ con
 		}
 		log = l
 	}
-	d := &demo{out: stdout, t: demoSpeed(*fast), log: log}
+	d := &demo{out: stdout, t: demoSpeed(*fast), log: log, keepRunning: *keep}
 	if err := d.run(ctx); err != nil {
 		fmt.Fprintf(stderr, "hcloudscale demo: %v\n", err)
 		return exitFailure
@@ -128,19 +136,23 @@ type demo struct {
 	log *zap.Logger
 
 	api     *hcloudtest.Server
+	kube    *nodesim.Server
 	cluster *hcloudscale.Cluster
+	// config is the cluster config the demo's Cluster runs.
+	config      string
+	keepRunning bool
 }
 
-// demoTimeout bounds the whole scenario, so that a bug shows up as a
-// failure rather than a hang.
+// demoTimeout bounds the whole scenario (not what --keep waits for), so
+// that a bug shows up as a failure rather than a hang.
 const demoTimeout = time.Minute
 
 func (d *demo) printf(format string, args ...any) {
 	fmt.Fprintf(d.out, format, args...)
 }
 
-func (d *demo) run(ctx context.Context) (err error) {
-	ctx, cancel := context.WithTimeout(ctx, demoTimeout)
+func (d *demo) run(parent context.Context) (err error) {
+	ctx, cancel := context.WithTimeout(parent, demoTimeout)
 	defer cancel()
 	start := time.Now()
 
@@ -152,6 +164,8 @@ func (d *demo) run(ctx context.Context) (err error) {
 	)
 	defer d.api.Close()
 	d.api.SetLatency(d.t.latency)
+	d.kube = nodesim.NewServer()
+	defer d.kube.Close()
 
 	if err := d.setup(ctx); err != nil {
 		return err
@@ -173,7 +187,13 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if err := d.scaleDown(ctx, workers, armHEL); err != nil {
 		return err
 	}
+	if err := d.replaceImage(ctx, workers); err != nil {
+		return err
+	}
 	d.summary(start, setupRequests)
+	if d.keepRunning {
+		return d.keep(parent)
+	}
 	return nil
 }
 
@@ -196,18 +216,10 @@ func (d *demo) setup(ctx context.Context) error {
 		d.api.URL(), d.t.create, d.t.start, d.t.delete, d.t.latency)
 	d.printf("  project    network demo-network, firewall demo-nodes, SSH key demo-ops\n")
 
-	const configPath = "/etc/hcloudscale/cluster-config.json"
-	env := config.MapEnv(map[string]string{
-		config.EnvToken:             d.api.Token(),
-		config.EnvEndpoint:          d.api.URL(),
-		config.EnvNetwork:           "demo-network",
-		config.EnvFirewall:          "demo-nodes",
-		config.EnvSSHKey:            "demo-ops",
-		config.EnvClusterConfigFile: configPath,
-	}, map[string]string{configPath: demoClusterConfig})
-	cfg, err := config.Load(env, demoNodes)
+	d.config = demoClusterConfig
+	cfg, err := d.loadConfig(d.config)
 	if err != nil {
-		return fmt.Errorf("loading the demo config: %w", err)
+		return err
 	}
 	d.printf("  config     cluster %q from a cluster-config file, read by config.Load with\n", cfg.ClusterName)
 	for _, n := range demoNodes {
@@ -247,6 +259,25 @@ func (d *demo) setup(ctx context.Context) error {
 	}
 	tb.flush()
 	return nil
+}
+
+// loadConfig loads the cluster config doc through config.Load, as
+// HCLOUD_CLUSTER_CONFIG_FILE like any user's.
+func (d *demo) loadConfig(doc string) (*config.Config, error) {
+	const configPath = "/etc/hcloudscale/cluster-config.json"
+	env := config.MapEnv(map[string]string{
+		config.EnvToken:             d.api.Token(),
+		config.EnvEndpoint:          d.api.URL(),
+		config.EnvNetwork:           "demo-network",
+		config.EnvFirewall:          "demo-nodes",
+		config.EnvSSHKey:            "demo-ops",
+		config.EnvClusterConfigFile: configPath,
+	}, map[string]string{configPath: doc})
+	cfg, err := config.Load(env, demoNodes)
+	if err != nil {
+		return nil, fmt.Errorf("loading the demo config: %w", err)
+	}
+	return cfg, nil
 }
 
 // scaleUp asks for three workers and shows them come up.

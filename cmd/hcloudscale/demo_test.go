@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -50,8 +51,13 @@ func TestDemo(t *testing.T) {
 		{"the scale-down completes", `deleted after`},
 		{"one worker is left", `(?m)^  workers-fsn1\s+1\s+1 running$`},
 		{"the Arm pools are empty", `(?m)^  arm-hel1\s+0\s+none$`},
-		{"creates are counted: 3 + 2 refused + 2", `(?m)^    POST /servers\s+7$`},
-		{"deletes are counted", `(?m)^    DELETE /servers/\{id\}\s+4$`},
+		{"the image change is planned", `(?m)^     workers-fsn1\s+workers-fsn1-[0-9a-f]+\s+drift:image\s+starts\s`},
+		{"the replacement surges first", `lifecycle: workers-fsn1-[0-9a-f]+ surging`},
+		{"the old node is drained", `target 2, 2 running\s+Hetzner: 2 running; lifecycle: workers-fsn1-[0-9a-f]+ draining`},
+		{"the old server is deleted", `lifecycle: workers-fsn1-[0-9a-f]+ deleting`},
+		{"the roll ends without drift, two servers at most", `replaced after \S+: no server of workers-fsn1 differs from its configuration; it had 2 servers`},
+		{"creates are counted: 3 + 2 refused + 2 + 1 replacement", `(?m)^    POST /servers\s+8$`},
+		{"deletes are counted: 4 + the replaced server", `(?m)^    DELETE /servers/\{id\}\s+5$`},
 		{"the rate-limit budget is reported", `Rate-limit budget left: about \d+ of 3600`},
 	} {
 		if !regexp.MustCompile(c.re).MatchString(out) {
@@ -61,6 +67,69 @@ func TestDemo(t *testing.T) {
 	if stderr.Len() > 0 {
 		t.Errorf("stderr = %q, want nothing", stderr.String())
 	}
+}
+
+// TestDemoKeep runs demo --keep and points status and replace --plan, as
+// the demo prints them, at what it keeps running: the plan finds nothing
+// due, then the node of an image changed back in the printed config file;
+// an interrupt stops the demo and removes its files.
+func TestDemoKeep(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- runDemo(ctx, []string{"--fast", "--keep"}, &stdout, &stderr, config.Env{}) }()
+	vars := waitForExports(t, &stdout, done)
+	env := config.Env{Lookup: func(name string) (string, bool) { v, ok := vars[name]; return v, ok }, ReadFile: os.ReadFile}
+	nodes := regexp.MustCompile(`go run \./cmd/hcloudscale replace --plan (.*)`).FindStringSubmatch(stdout.String())
+	if nodes == nil {
+		t.Fatalf("no replace --plan command printed:\n%s", stdout.String())
+	}
+	args := strings.Fields(nodes[1])
+	if r := runCmd(t, runStatus, env, args...); r.code != exitOK || !strings.Contains(r.stdout, "workers-fsn1") {
+		t.Errorf("status = %d: %s%s; want the pools", r.code, r.stdout, r.stderr)
+	}
+	if r := runCmd(t, runReplace, env, append([]string{"--plan"}, args...)...); r.code != exitOK || !strings.Contains(r.stdout, "No node is due") {
+		t.Errorf("replace --plan after the roll = %d: %s%s; want nothing due", r.code, r.stdout, r.stderr)
+	}
+	path := vars[config.EnvClusterConfigFile]
+	if err := os.WriteFile(path, []byte(demoClusterConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCmd(t, runReplace, env, append([]string{"--plan"}, args...)...)
+	if r.code != exitOK || !regexp.MustCompile(`(?m)^workers-fsn1\s+workers-fsn1-[0-9a-f]+\s+drift:image\s+starts`).MatchString(r.stdout) {
+		t.Errorf("replace --plan with the old image = %d: %s%s; want the worker's node due for drift:image", r.code, r.stdout, r.stderr)
+	}
+	cancel()
+	if code := <-done; code != exitOK {
+		t.Errorf("demo --keep after the interrupt = %d; want %d; stderr %s", code, exitOK, stderr.String())
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the demo's config file after the interrupt: %v; want it removed", err)
+	}
+}
+
+// waitForExports waits until the demo printed its environment and
+// returns it.
+func waitForExports(t *testing.T, stdout *syncBuffer, done <-chan int) map[string]string {
+	t.Helper()
+	exportRE := regexp.MustCompile(`(?m)^  export (\w+)=(\S+)$`)
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(stdout.String(), "export KUBECONFIG=") {
+		select {
+		case code := <-done:
+			t.Fatalf("demo --keep ended with %d before it printed its environment:\n%s", code, stdout.String())
+		case <-deadline:
+			t.Fatalf("demo --keep printed no environment in 30s:\n%s", stdout.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	vars := map[string]string{}
+	for _, m := range exportRE.FindAllStringSubmatch(stdout.String(), -1) {
+		vars[m[1]] = m[2]
+	}
+	return vars
 }
 
 // slowScaleUpLog is a log writer that holds up the first "scale-up
