@@ -36,7 +36,9 @@
 //     creates the Lease (someone deleted it, and its holder, cut off from
 //     the API server, may still write) or finds it held under its own
 //     identity by another process (a restarted container, or a second
-//     replica with the same identity).
+//     replica with the same identity). It does not release the Lease
+//     before that wait is over, also when it is handed over or stopped
+//     during it: the next holder of a released Lease leads at once.
 //  4. A write whose answer was lost (a timeout after it was written, or a
 //     502, 503 or 504, which a gateway sends without knowing the outcome)
 //     may still be carried out: the fence stays closed and the Lease

@@ -135,9 +135,7 @@ func (l *Leader) started(ctx context.Context) {
 // when ctx ended meanwhile.
 func (l *Leader) waitOutOldWrites(ctx context.Context) bool {
 	l.mu.Lock()
-	until := l.lease.acquiredAt.Add(l.lease.wait)
-	l.lease.wait = 0
-	wait := until.Sub(l.now())
+	wait := l.lease.oldWritesUntil.Sub(l.now())
 	l.mu.Unlock()
 	if wait <= 0 {
 		return true

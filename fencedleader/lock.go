@@ -24,11 +24,12 @@ type leaseState struct {
 	sent []time.Time
 	// conflict: another process renews under this identity.
 	conflict error
-	// acquiredAt and wait: this process acquired the Lease at
-	// acquiredAt (its clock) and must wait that long before it lists
-	// and writes, for the writes of a holder that did not release it.
-	acquiredAt time.Time
-	wait       time.Duration
+	// oldWritesUntil is when, by this process's clock, the writes of a
+	// holder this process took the Lease over from without a release
+	// can no longer be carried out. It lists and writes only after, and
+	// does not release the Lease before: the next holder of a released
+	// Lease leads at once.
+	oldWritesUntil time.Time
 }
 
 // madeLocked reports whether this process sent a write with renew time t.
@@ -187,8 +188,11 @@ func (l *Leader) acquiredLocked(prev string, wait time.Duration, why string) {
 	if renewal {
 		return
 	}
-	l.lease.acquiredAt, l.lease.wait = l.now(), wait
-	if wait > 0 {
-		l.log.Info(why+": waiting before listing and writing", zap.Duration("wait", wait))
+	if wait <= 0 {
+		return
 	}
+	if until := l.now().Add(wait); until.After(l.lease.oldWritesUntil) {
+		l.lease.oldWritesUntil = until
+	}
+	l.log.Info(why+": waiting before listing, writing and releasing it", zap.Duration("wait", wait))
 }
