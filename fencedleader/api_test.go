@@ -56,6 +56,9 @@ type link struct {
 	// failRenewals fails every update that holds the Lease, before it
 	// arrives; releases pass.
 	failRenewals atomic.Bool
+	// before, when set before the link is used, sees each request first;
+	// an error fails it before it arrives.
+	before func(k8stesting.Action) error
 }
 
 func (l *link) delay() {
@@ -90,6 +93,11 @@ func (a *leaseAPI) client(seed uint64) (kubernetes.Interface, *link) {
 		l.requests.Add(1)
 		if l.cut.Load() {
 			return true, nil, errCut
+		}
+		if l.before != nil {
+			if err := l.before(action); err != nil {
+				return true, nil, err
+			}
 		}
 		if u, ok := action.(k8stesting.UpdateAction); ok && l.failRenewals.Load() &&
 			ptr.Deref(u.GetObject().(*coordinationv1.Lease).Spec.HolderIdentity, "") != "" {

@@ -16,9 +16,10 @@
 //
 // A write can take effect only while its sender holds the Lease. With
 // lease duration L (whole seconds), renew deadline D, retry period P and
-// write grace G, each time measured from when this replica sent its last
-// successful acquisition or renewal (r), by its own monotonic clock (and
-// by the wall clock where that says more):
+// write grace G, each time measured from when client-go took the renew
+// time of this replica's last successful acquisition or renewal (r), which
+// it sends after, by this replica's own monotonic clock (and by the wall
+// clock where that says more):
 //
 //  1. A write is let through only before r + D, checked at the one place
 //     every such request passes, below every retry and rate-limit hold.
@@ -74,9 +75,14 @@
 // time a metav1.Time, which marshals to whole seconds
 // (k8s.io/apimachinery pkg/apis/meta/v1/time.go:170): renewals within one
 // second look alike, so a standby's timer may start up to a second before
-// the leader's last renewal. Hence [Config.Validate] refuses a lease
+// the renew time of the leader's last renewal. Hence [Config.Validate] refuses a lease
 // duration that is fractional or below 2 s, and the write window is
-// L − 1 s − L/10. The renew deadline and one retry period must fit in
+// L − 1 s − L/10. r is when the renew time was taken, not when it was
+// sent: when the fast path's update fails, tryAcquireOrRenew reads the
+// Lease before it sends the renew time it took first (:446, :470, :508),
+// up to a renew deadline later, and a standby that saw an earlier renewal
+// of the same second times the Lease from that one. The renew deadline
+// and one retry period must fit in
 // it (D + P ≤ W), so that the writes let through last have time to be
 // written: the defaults, L 15 s, D 10 s, P 2 s, G 5 s, give W 12.5 s.
 //

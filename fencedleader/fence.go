@@ -108,8 +108,8 @@ func (l *Leader) broadcast() {
 	l.mu.Unlock()
 }
 
-// renewedAt records a successful acquire or renewal sent at t (and at
-// wall by the wall clock).
+// renewedAt records a successful acquire or renewal whose renew time was
+// taken at t (and at wall by the wall clock).
 func (l *Leader) renewedAt(t, wall time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

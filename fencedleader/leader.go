@@ -63,7 +63,7 @@ type Leader struct {
 	inside  int        // changes let in and not yet left
 	stopped bool       // Stop was called: losing the Lease is expected
 
-	renewed     time.Time // when the last successful acquire or renewal was sent; zero: never
+	renewed     time.Time // when the renew time of the last successful acquire or renewal was taken; zero: never
 	renewedWall time.Time // the same by the wall clock, which a suspended VM's monotonic clock may not count
 	writable    bool      // the fence is open: set when leading starts, cleared when the term ends
 	writes      int       // writes let through the fence and not yet ended
@@ -169,7 +169,7 @@ func (l *Leader) leadsLocked() bool {
 	return true
 }
 
-// freshLocked reports whether the last successful renewal was sent less
+// freshLocked reports whether the last successful renewal was taken less
 // than the renew deadline ago.
 func (l *Leader) freshLocked() bool {
 	return !l.renewed.IsZero() && l.sinceRenewalLocked() < l.cfg.RenewDeadline
