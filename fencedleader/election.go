@@ -114,7 +114,15 @@ func (l *Leader) started(ctx context.Context) {
 		return
 	}
 	l.mu.Lock()
-	if ctx.Err() != nil || l.stopped || l.lostErr != nil || !l.freshLocked() {
+	if ctx.Err() != nil || l.stopped || l.lostErr != nil {
+		l.mu.Unlock()
+		return
+	}
+	if !l.freshLocked() {
+		// Renewals failed while it prepared. client-go may still renew
+		// before it gives up: ended for good, as a term is, or the
+		// replica would hold the Lease without leading.
+		l.endTermLocked(l.staleLocked(), true)
 		l.mu.Unlock()
 		return
 	}

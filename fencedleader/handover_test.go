@@ -335,3 +335,52 @@ func TestReleaseWaitsOutThePreviousHoldersWrites(t *testing.T) {
 		t.Errorf("c listed %s after b took the Lease over from a; want a's write grace %s at least", after.Round(time.Millisecond), cfg.WriteGrace)
 	}
 }
+
+// TestStaleAfterListingIsLost: renewals fail while the new holder lists,
+// so its last renewal is past the renew deadline when the listing ends,
+// and then pass again before client-go gives up (it tries for the renew
+// deadline from a retry period after the last success). The holder must
+// not lead on that renewal; it held the Lease, renewing, and neither led
+// nor reported leadership lost: no replica led until it was restarted.
+func TestStaleAfterListingIsLost(t *testing.T) {
+	api := released()
+	client, link := api.client(1)
+	cfg := testConfig("a")
+	cfg.RetryPeriod = 600 * time.Millisecond
+	var lead atomic.Pointer[Leader]
+	stale := make(chan time.Time, 1)
+	a := startLeader(t, cfg, client, Hooks{BeforeLeading: func(context.Context) error {
+		// The renewal right after the acquisition passes.
+		listing := time.Now()
+		waitFor(cfg.RetryPeriod, func() bool { return api.acquired("a", listing) != (time.Time{}) })
+		link.failRenewals.Store(true)
+		waitFor(cfg.LeaseDuration, func() bool {
+			a := lead.Load()
+			if a == nil {
+				return false
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return !a.freshLocked()
+		})
+		link.failRenewals.Store(false)
+		stale <- time.Now()
+		return nil
+	}})
+	lead.Store(a)
+	at := <-stale
+	if !waitFor(cfg.RetryPeriod*2, func() bool { return api.acquired("a", at) != (time.Time{}) }) {
+		t.Fatal("a did not renew once its renewals passed again")
+	}
+	time.Sleep(cfg.RetryPeriod)
+	select {
+	case <-a.Lost():
+		if !errors.Is(a.Err(), ErrNotLeader) {
+			t.Errorf("lost with %v; want ErrNotLeader", a.Err())
+		}
+	default:
+		if !a.Leading() {
+			t.Errorf("a holds the Lease (%q) but neither leads nor reports leadership lost", api.holder())
+		}
+	}
+}

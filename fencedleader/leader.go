@@ -137,8 +137,10 @@ func (l *Leader) Context() context.Context {
 }
 
 // Lost is closed when leadership ended without Stop: the Lease lost, a
-// renewal older than the renew deadline, or another process with this
-// identity. A replica should then restart as a standby; Err says why.
+// renewal older than the renew deadline (also one found so once
+// BeforeLeading is done: the replica holds the Lease and would never
+// lead), or another process with this identity. A replica should then
+// restart as a standby; Err says why.
 func (l *Leader) Lost() <-chan struct{} { return l.lostCh }
 
 // Err is why leadership was lost, once Lost is closed.
@@ -162,11 +164,17 @@ func (l *Leader) leadsLocked() bool {
 		return false
 	}
 	if !l.freshLocked() {
-		l.endTermLocked(fmt.Errorf("%w: its last renewal of the Lease was %s ago, not within the renew deadline %s",
-			ErrNotLeader, l.sinceRenewalLocked().Round(time.Millisecond), l.cfg.RenewDeadline), true)
+		l.endTermLocked(l.staleLocked(), true)
 		return false
 	}
 	return true
+}
+
+// staleLocked is why a renewal older than the renew deadline ends
+// leadership.
+func (l *Leader) staleLocked() error {
+	return fmt.Errorf("%w: its last renewal of the Lease was %s ago, not within the renew deadline %s",
+		ErrNotLeader, l.sinceRenewalLocked().Round(time.Millisecond), l.cfg.RenewDeadline)
 }
 
 // freshLocked reports whether the last successful renewal was taken less
