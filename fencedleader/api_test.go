@@ -56,6 +56,9 @@ type link struct {
 	// failRenewals fails every update that holds the Lease, before it
 	// arrives; releases pass.
 	failRenewals atomic.Bool
+	// slowReads holds each read of the Lease that long (nanoseconds)
+	// before it arrives.
+	slowReads atomic.Int64
 	// before, when set before the link is used, sees each request first;
 	// an error fails it before it arrives.
 	before func(k8stesting.Action) error
@@ -102,6 +105,9 @@ func (a *leaseAPI) client(seed uint64) (kubernetes.Interface, *link) {
 		if u, ok := action.(k8stesting.UpdateAction); ok && l.failRenewals.Load() &&
 			ptr.Deref(u.GetObject().(*coordinationv1.Lease).Spec.HolderIdentity, "") != "" {
 			return true, nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+		}
+		if action.GetVerb() == "get" {
+			time.Sleep(time.Duration(l.slowReads.Load()))
 		}
 		l.delay()
 		obj, err := a.react(action)
