@@ -54,8 +54,9 @@
 //
 // # Assumptions
 //
-// The API carries out a request it has received within G. The replicas'
-// clocks advance at rates within 10% of each other. Only the replicas of
+// The API carries out a request it has received within G, as every
+// replica's clock counts it (the 10% below applies to L, not to G). The
+// replicas' clocks advance at rates within 10% of each other. Only the replicas of
 // one Leader configuration write the Lease (deleting it is covered by step
 // 3; editing its holder is not). Writes go through a Cluster built with
 // this Leader as its fence, over hcloudscale's own transport or an
