@@ -10,6 +10,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,6 +57,12 @@ type link struct {
 	// failRenewals fails every update that holds the Lease, before it
 	// arrives; releases pass.
 	failRenewals atomic.Bool
+	// slowReads holds each read of the Lease that long (nanoseconds)
+	// before it arrives.
+	slowReads atomic.Int64
+	// before, when set before the link is used, sees each request first;
+	// an error fails it before it arrives.
+	before func(k8stesting.Action) error
 }
 
 func (l *link) delay() {
@@ -91,9 +98,17 @@ func (a *leaseAPI) client(seed uint64) (kubernetes.Interface, *link) {
 		if l.cut.Load() {
 			return true, nil, errCut
 		}
+		if l.before != nil {
+			if err := l.before(action); err != nil {
+				return true, nil, err
+			}
+		}
 		if u, ok := action.(k8stesting.UpdateAction); ok && l.failRenewals.Load() &&
 			ptr.Deref(u.GetObject().(*coordinationv1.Lease).Spec.HolderIdentity, "") != "" {
 			return true, nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+		}
+		if action.GetVerb() == "get" {
+			time.Sleep(time.Duration(l.slowReads.Load()))
 		}
 		l.delay()
 		obj, err := a.react(action)
@@ -140,13 +155,20 @@ func (a *leaseAPI) react(action k8stesting.Action) (runtime.Object, error) {
 }
 
 func (a *leaseAPI) storeLocked(l *coordinationv1.Lease) (runtime.Object, error) {
-	a.rv++
 	l = l.DeepCopy()
-	l.ResourceVersion = itoa(a.rv)
-	if l.Spec.RenewTime != nil {
-		// The API server keeps microseconds.
-		l.Spec.RenewTime = &metav1.MicroTime{Time: l.Spec.RenewTime.Truncate(time.Microsecond)}
+	// The API server keeps microseconds.
+	for _, t := range []**metav1.MicroTime{&l.Spec.RenewTime, &l.Spec.AcquireTime} {
+		if *t != nil {
+			*t = &metav1.MicroTime{Time: (*t).Truncate(time.Microsecond)}
+		}
 	}
+	if a.lease != nil && apiequality.Semantic.DeepEqual(a.lease.Spec, l.Spec) && apiequality.Semantic.DeepEqual(a.lease.Labels, l.Labels) {
+		// An update that changes nothing is no write: the API server
+		// answers with the object as it is, resourceVersion and all.
+		return a.lease.DeepCopy(), nil
+	}
+	a.rv++
+	l.ResourceVersion = itoa(a.rv)
 	a.lease = l
 	a.writes = append(a.writes, leaseWrite{at: time.Now(), holder: ptr.Deref(l.Spec.HolderIdentity, "")})
 	return l.DeepCopy(), nil

@@ -16,9 +16,10 @@
 //
 // A write can take effect only while its sender holds the Lease. With
 // lease duration L (whole seconds), renew deadline D, retry period P and
-// write grace G, each time measured from when this replica sent its last
-// successful acquisition or renewal (r), by its own monotonic clock (and
-// by the wall clock where that says more):
+// write grace G, each time measured from when client-go took the renew
+// time of this replica's last successful acquisition or renewal (r), which
+// it sends after, by this replica's own monotonic clock (and by the wall
+// clock where that says more):
 //
 //  1. A write is let through only before r + D, checked at the one place
 //     every such request passes, below every retry and rate-limit hold.
@@ -36,7 +37,9 @@
 //     creates the Lease (someone deleted it, and its holder, cut off from
 //     the API server, may still write) or finds it held under its own
 //     identity by another process (a restarted container, or a second
-//     replica with the same identity).
+//     replica with the same identity). It does not release the Lease
+//     before that wait is over, also when it is handed over or stopped
+//     during it: the next holder of a released Lease leads at once.
 //  4. A write whose answer was lost (a timeout after it was written, or a
 //     502, 503 or 504, which a gateway sends without knowing the outcome)
 //     may still be carried out: the fence stays closed and the Lease
@@ -51,8 +54,9 @@
 //
 // # Assumptions
 //
-// The API carries out a request it has received within G. The replicas'
-// clocks advance at rates within 10% of each other. Only the replicas of
+// The API carries out a request it has received within G, as every
+// replica's clock counts it (the 10% below applies to L, not to G). The
+// replicas' clocks advance at rates within 10% of each other. Only the replicas of
 // one Leader configuration write the Lease (deleting it is covered by step
 // 3; editing its holder is not). Writes go through a Cluster built with
 // this Leader as its fence, over hcloudscale's own transport or an
@@ -72,9 +76,14 @@
 // time a metav1.Time, which marshals to whole seconds
 // (k8s.io/apimachinery pkg/apis/meta/v1/time.go:170): renewals within one
 // second look alike, so a standby's timer may start up to a second before
-// the leader's last renewal. Hence [Config.Validate] refuses a lease
+// the renew time of the leader's last renewal. Hence [Config.Validate] refuses a lease
 // duration that is fractional or below 2 s, and the write window is
-// L − 1 s − L/10. The renew deadline and one retry period must fit in
+// L − 1 s − L/10. r is when the renew time was taken, not when it was
+// sent: when the fast path's update fails, tryAcquireOrRenew reads the
+// Lease before it sends the renew time it took first (:446, :470, :508),
+// up to a renew deadline later, and a standby that saw an earlier renewal
+// of the same second times the Lease from that one. The renew deadline
+// and one retry period must fit in
 // it (D + P ≤ W), so that the writes let through last have time to be
 // written: the defaults, L 15 s, D 10 s, P 2 s, G 5 s, give W 12.5 s.
 //

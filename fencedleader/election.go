@@ -114,7 +114,15 @@ func (l *Leader) started(ctx context.Context) {
 		return
 	}
 	l.mu.Lock()
-	if ctx.Err() != nil || l.stopped || l.lostErr != nil || !l.freshLocked() {
+	if ctx.Err() != nil || l.stopped || l.lostErr != nil {
+		l.mu.Unlock()
+		return
+	}
+	if !l.freshLocked() {
+		// Renewals failed while it prepared. client-go may still renew
+		// before it gives up: ended for good, as a term is, or the
+		// replica would hold the Lease without leading.
+		l.endTermLocked(l.staleLocked(), true)
 		l.mu.Unlock()
 		return
 	}
@@ -135,9 +143,7 @@ func (l *Leader) started(ctx context.Context) {
 // when ctx ended meanwhile.
 func (l *Leader) waitOutOldWrites(ctx context.Context) bool {
 	l.mu.Lock()
-	until := l.lease.acquiredAt.Add(l.lease.wait)
-	l.lease.wait = 0
-	wait := until.Sub(l.now())
+	wait := l.lease.oldWritesUntil.Sub(l.now())
 	l.mu.Unlock()
 	if wait <= 0 {
 		return true

@@ -70,7 +70,9 @@ func (l *Leader) writeEnded(answered bool) {
 
 // closeFence turns every later write away and waits until the writes let
 // through have ended and those whose answer was lost are past the write
-// grace, or ctx ends (an error then: a write may still take effect).
+// grace, and so are the writes of the holder this replica took the Lease
+// over from (a release hands the Lease on without a wait), or ctx ends
+// (an error then: a write may still take effect).
 func (l *Leader) closeFence(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -78,12 +80,16 @@ func (l *Leader) closeFence(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, l.broadcast)
 	defer stop()
 	for {
-		wait := l.unknownUntil.Sub(l.now())
+		until := l.unknownUntil
+		if l.lease.oldWritesUntil.After(until) {
+			until = l.lease.oldWritesUntil
+		}
+		wait := until.Sub(l.now())
 		if l.writes == 0 && wait <= 0 {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%d writes still in flight, %s until those without an answer can no longer take effect: %w",
+			return fmt.Errorf("%d writes still in flight, %s until writes without an answer (this replica's, or the previous holder's) can no longer take effect: %w",
 				l.writes, max(wait, 0).Round(time.Millisecond), ctx.Err())
 		}
 		if l.writes == 0 {
@@ -102,8 +108,8 @@ func (l *Leader) broadcast() {
 	l.mu.Unlock()
 }
 
-// renewedAt records a successful acquire or renewal sent at t (and at
-// wall by the wall clock).
+// renewedAt records a successful acquire or renewal whose renew time was
+// taken at t (and at wall by the wall clock).
 func (l *Leader) renewedAt(t, wall time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

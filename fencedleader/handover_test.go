@@ -11,6 +11,7 @@ import (
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
@@ -199,7 +200,10 @@ func TestTakeOverWaitsAfterARestartWithTheSameIdentity(t *testing.T) {
 		if err := lock.Interface.Update(ctx, *rec); err != nil {
 			t.Fatal(err)
 		}
-		for i, want := range []time.Duration{c.want, 0} {
+		advance := fakeNow(l)
+		start := l.now()
+		// The second write, a second later, is a renewal: no wait of its own.
+		for i := range 2 {
 			if _, _, err := lock.Get(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -209,12 +213,15 @@ func TestTakeOverWaitsAfterARestartWithTheSameIdentity(t *testing.T) {
 				t.Fatal(err)
 			}
 			l.mu.Lock()
-			got := l.lease.wait
-			l.lease.wait = 0
-			l.mu.Unlock()
-			if got != want {
-				t.Errorf("%s: write %d of this process: wait %s; want %s", c.name, i+1, got, want)
+			got := time.Duration(0)
+			if !l.lease.oldWritesUntil.IsZero() {
+				got = l.lease.oldWritesUntil.Sub(start)
 			}
+			l.mu.Unlock()
+			if got != c.want {
+				t.Errorf("%s: after write %d of this process: waits until %s after the first; want %s", c.name, i+1, got, c.want)
+			}
+			advance(time.Second)
 		}
 	}
 }
@@ -283,5 +290,97 @@ func TestFailedRenewalsAreNoSecondProcess(t *testing.T) {
 	}
 	if !a.Leading() {
 		t.Error("a does not lead after renewing")
+	}
+}
+
+// TestReleaseWaitsOutThePreviousHoldersWrites: b takes the Lease over
+// from a holder that did not release it, so a's last writes may still be
+// carried out for the write grace, and b waits that long before it lists.
+// b is handed over during that wait. The next replica takes a released
+// Lease over without waiting: b released at once, and c listed while a's
+// writes could still land.
+func TestReleaseWaitsOutThePreviousHoldersWrites(t *testing.T) {
+	api := released()
+	api.takeOver("a") // a holds the Lease and is gone, its writes on the way
+	api.mu.Lock()
+	api.lease.Spec.LeaseDurationSeconds = ptr.To(int32(2))
+	api.mu.Unlock()
+	cfg := Config{Namespace: "ns", Name: "lease", Identity: "b",
+		LeaseDuration: 2 * time.Second, RenewDeadline: 500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond, WriteGrace: time.Second}
+	clientB, _ := api.client(1)
+	b := startLeader(t, cfg, clientB, Hooks{})
+	if !waitFor(10*time.Second, func() bool { return api.holder() == "b" }) {
+		t.Fatal("b does not take the Lease over")
+	}
+	taken := api.acquired("b", time.Time{})
+	b.HandOver(10 * time.Second)
+	var (
+		mu     sync.Mutex
+		listed time.Time
+	)
+	cfg.Identity = "c"
+	clientC, _ := api.client(2)
+	c := startLeader(t, cfg, clientC, Hooks{BeforeLeading: func(context.Context) error {
+		mu.Lock()
+		listed = time.Now()
+		mu.Unlock()
+		return nil
+	}})
+	if !waitFor(10*time.Second, c.Leading) {
+		t.Fatal("c does not lead")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if after := listed.Sub(taken); after < cfg.WriteGrace {
+		t.Errorf("c listed %s after b took the Lease over from a; want a's write grace %s at least", after.Round(time.Millisecond), cfg.WriteGrace)
+	}
+}
+
+// TestStaleAfterListingIsLost: renewals fail while the new holder lists,
+// so its last renewal is past the renew deadline when the listing ends,
+// and then pass again before client-go gives up (it tries for the renew
+// deadline from a retry period after the last success). The holder must
+// not lead on that renewal; it held the Lease, renewing, and neither led
+// nor reported leadership lost: no replica led until it was restarted.
+func TestStaleAfterListingIsLost(t *testing.T) {
+	api := released()
+	client, link := api.client(1)
+	cfg := testConfig("a")
+	cfg.RetryPeriod = 600 * time.Millisecond
+	var lead atomic.Pointer[Leader]
+	stale := make(chan time.Time, 1)
+	a := startLeader(t, cfg, client, Hooks{BeforeLeading: func(context.Context) error {
+		// The renewal right after the acquisition passes.
+		listing := time.Now()
+		waitFor(cfg.RetryPeriod, func() bool { return api.acquired("a", listing) != (time.Time{}) })
+		link.failRenewals.Store(true)
+		waitFor(cfg.LeaseDuration, func() bool {
+			a := lead.Load()
+			if a == nil {
+				return false
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			return !a.freshLocked()
+		})
+		link.failRenewals.Store(false)
+		stale <- time.Now()
+		return nil
+	}})
+	lead.Store(a)
+	at := <-stale
+	if !waitFor(cfg.RetryPeriod*2, func() bool { return api.acquired("a", at) != (time.Time{}) }) {
+		t.Fatal("a did not renew once its renewals passed again")
+	}
+	time.Sleep(cfg.RetryPeriod)
+	select {
+	case <-a.Lost():
+		if !errors.Is(a.Err(), ErrNotLeader) {
+			t.Errorf("lost with %v; want ErrNotLeader", a.Err())
+		}
+	default:
+		if !a.Leading() {
+			t.Errorf("a holds the Lease (%q) but neither leads nor reports leadership lost", api.holder())
+		}
 	}
 }

@@ -63,7 +63,7 @@ type Leader struct {
 	inside  int        // changes let in and not yet left
 	stopped bool       // Stop was called: losing the Lease is expected
 
-	renewed     time.Time // when the last successful acquire or renewal was sent; zero: never
+	renewed     time.Time // when the renew time of the last successful acquire or renewal was taken; zero: never
 	renewedWall time.Time // the same by the wall clock, which a suspended VM's monotonic clock may not count
 	writable    bool      // the fence is open: set when leading starts, cleared when the term ends
 	writes      int       // writes let through the fence and not yet ended
@@ -137,8 +137,10 @@ func (l *Leader) Context() context.Context {
 }
 
 // Lost is closed when leadership ended without Stop: the Lease lost, a
-// renewal older than the renew deadline, or another process with this
-// identity. A replica should then restart as a standby; Err says why.
+// renewal older than the renew deadline (also one found so once
+// BeforeLeading is done: the replica holds the Lease and would never
+// lead), or another process with this identity. A replica should then
+// restart as a standby; Err says why.
 func (l *Leader) Lost() <-chan struct{} { return l.lostCh }
 
 // Err is why leadership was lost, once Lost is closed.
@@ -162,14 +164,20 @@ func (l *Leader) leadsLocked() bool {
 		return false
 	}
 	if !l.freshLocked() {
-		l.endTermLocked(fmt.Errorf("%w: its last renewal of the Lease was %s ago, not within the renew deadline %s",
-			ErrNotLeader, l.sinceRenewalLocked().Round(time.Millisecond), l.cfg.RenewDeadline), true)
+		l.endTermLocked(l.staleLocked(), true)
 		return false
 	}
 	return true
 }
 
-// freshLocked reports whether the last successful renewal was sent less
+// staleLocked is why a renewal older than the renew deadline ends
+// leadership.
+func (l *Leader) staleLocked() error {
+	return fmt.Errorf("%w: its last renewal of the Lease was %s ago, not within the renew deadline %s",
+		ErrNotLeader, l.sinceRenewalLocked().Round(time.Millisecond), l.cfg.RenewDeadline)
+}
+
+// freshLocked reports whether the last successful renewal was taken less
 // than the renew deadline ago.
 func (l *Leader) freshLocked() bool {
 	return !l.renewed.IsZero() && l.sinceRenewalLocked() < l.cfg.RenewDeadline

@@ -24,11 +24,12 @@ type leaseState struct {
 	sent []time.Time
 	// conflict: another process renews under this identity.
 	conflict error
-	// acquiredAt and wait: this process acquired the Lease at
-	// acquiredAt (its clock) and must wait that long before it lists
-	// and writes, for the writes of a holder that did not release it.
-	acquiredAt time.Time
-	wait       time.Duration
+	// oldWritesUntil is when, by this process's clock, the writes of a
+	// holder this process took the Lease over from without a release
+	// can no longer be carried out. It lists and writes only after, and
+	// does not release the Lease before: the next holder of a released
+	// Lease leads at once.
+	oldWritesUntil time.Time
 }
 
 // madeLocked reports whether this process sent a write with renew time t.
@@ -38,9 +39,9 @@ func (s *leaseState) madeLocked(t time.Time) bool {
 	return slices.ContainsFunc(s.sent, func(u time.Time) bool { return u.Truncate(time.Microsecond).Equal(t) })
 }
 
-// fencedLock is the Lease lock of the elector. It records when each
-// successful acquire or renewal of this replica was sent, which is what
-// the fence measures against; it tells a take-over from a renewal and a
+// fencedLock is the Lease lock of the elector. It records when client-go
+// took the renew time of each successful acquire or renewal of this
+// replica, which is what the fence measures against; it tells a take-over from a renewal and a
 // Lease renewed by another process under this identity; and it holds a
 // release back until the fence is closed and every write let through has
 // its answer.
@@ -78,7 +79,7 @@ func (f *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecor
 // the write grace before it leads.
 func (f *fencedLock) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
 	l := f.l
-	sent, wall := l.now(), time.Now().Round(0)
+	sent, wall := l.renewTimeTaken(rec)
 	l.sending(rec)
 	if err := f.Interface.Create(ctx, rec); err != nil {
 		return err
@@ -123,7 +124,7 @@ func (f *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 		l.mu.Unlock()
 		return nil
 	}
-	sent, wall := l.now(), time.Now().Round(0)
+	sent, wall := l.renewTimeTaken(rec)
 	l.sending(rec)
 	if err := f.Interface.Update(ctx, rec); err != nil {
 		return err
@@ -149,6 +150,17 @@ func (f *fencedLock) Update(ctx context.Context, rec resourcelock.LeaderElection
 	l.mu.Unlock()
 	l.renewedAt(sent, wall)
 	return nil
+}
+
+// renewTimeTaken is when client-go took the renew time of rec, by the
+// fence's clock and by the wall clock: the fence measures a renewal from
+// then, not from its send. client-go may send it up to a renew deadline
+// later (after a failed fast path, the slow path reads the Lease first),
+// and a standby that saw an earlier renewal with a renew time in the same
+// second takes this one for no change and times the Lease from that one.
+func (l *Leader) renewTimeTaken(rec resourcelock.LeaderElectionRecord) (mono, wall time.Time) {
+	ago := max(time.Since(rec.RenewTime.Time), 0)
+	return l.now().Add(-ago), time.Now().Round(0).Add(-ago)
 }
 
 // sending records the renew time of a write under this identity.
@@ -187,8 +199,11 @@ func (l *Leader) acquiredLocked(prev string, wait time.Duration, why string) {
 	if renewal {
 		return
 	}
-	l.lease.acquiredAt, l.lease.wait = l.now(), wait
-	if wait > 0 {
-		l.log.Info(why+": waiting before listing and writing", zap.Duration("wait", wait))
+	if wait <= 0 {
+		return
 	}
+	if until := l.now().Add(wait); until.After(l.lease.oldWritesUntil) {
+		l.lease.oldWritesUntil = until
+	}
+	l.log.Info(why+": waiting before listing, writing and releasing it", zap.Duration("wait", wait))
 }

@@ -17,9 +17,10 @@ var randomSeeds = flag.Int("fencedleader.seeds", 8, "seeds of TestRandomHandOver
 // fast as its fence lets it, under random timings (lease 2-3s, retry
 // 50-150ms, a renew deadline anywhere Validate allows, write grace
 // 100-400ms), random API latencies (Lease and writes), and random cuts:
-// links to the API server cut or their answers lost, hand-overs, a
-// replica stopped dead, the Lease deleted. A replica that loses the Lease
-// restarts under a new identity.
+// links to the API server cut or their answers lost, renewals failed,
+// reads of the Lease slowed, hand-overs (also of a holder still waiting
+// before it leads), a replica stopped dead, the Lease deleted. A replica
+// that loses the Lease restarts under a new identity.
 //
 // The invariant, checked at the end over every replica instance that
 // led: a replica lists (BeforeLeading) only after every write of every
@@ -188,17 +189,19 @@ func (s *scenario) run(t *testing.T, d time.Duration) {
 
 // fault does one random thing to a random replica.
 func (s *scenario) fault(ins []*instance, restart func(int)) {
-	// Half the faults hit the leader, if there is one.
+	// Half the faults hit the leader, if there is one, else the Lease's
+	// holder, which may still wait out its predecessor's writes.
 	i := s.intn(len(ins))
 	if s.intn(2) == 0 {
+		holder := s.api.holder()
 		for j, in := range ins {
-			if in.lead.Leading() {
+			if in.lead.Leading() || in.id == holder {
 				i = j
 			}
 		}
 	}
 	in := ins[i]
-	switch max(s.intn(9)-2, 0) {
+	switch max(s.intn(10)-2, 0) {
 	case 0: // partition
 		in.link.cut.Store(true)
 		time.AfterFunc(s.dur(s.cfg.LeaseDuration+time.Second), func() { in.link.cut.Store(false) })
@@ -222,6 +225,9 @@ func (s *scenario) fault(ins []*instance, restart func(int)) {
 	case 6: // the API server fails renewals (etcd timeouts)
 		in.link.failRenewals.Store(true)
 		time.AfterFunc(s.dur(s.cfg.LeaseDuration), func() { in.link.failRenewals.Store(false) })
+	case 7: // slow reads: client-go sends a renew time taken before its read
+		in.link.slowReads.Store(int64(s.dur(s.cfg.RenewDeadline)))
+		time.AfterFunc(s.dur(s.cfg.LeaseDuration), func() { in.link.slowReads.Store(0) })
 	}
 }
 

@@ -1,12 +1,17 @@
 package fencedleader
 
 import (
+	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 )
 
 func TestValidateRefusesTimingsWithoutMargin(t *testing.T) {
@@ -83,6 +88,19 @@ func TestStandbyCannotTakeOverWithinAPermit(t *testing.T) {
 	if !waitFor(10*time.Second, linkA.cut.Load) {
 		t.Fatal("no renewal of a late in a second")
 	}
+	deadline, took := lastPermitAndTakeOver(t, api, a, b)
+	a.mu.Lock()
+	last := a.renewedWall
+	a.mu.Unlock()
+	t.Logf("a's last renewal taken at .%03d of its second; its permit ran to +%s; b took over at +%s",
+		last.Nanosecond()/1e6, deadline.Sub(last).Round(time.Millisecond), took.Sub(last).Round(time.Millisecond))
+}
+
+// lastPermitAndTakeOver asks a, just cut off from the API server, for a
+// permit, waits until b holds the Lease and checks that the permit ended
+// before. It returns the permit's deadline and when b took the Lease.
+func lastPermitAndTakeOver(t *testing.T, api *leaseAPI, a, b *Leader) (deadline, took time.Time) {
+	t.Helper()
 	cut := time.Now()
 	permit, err := a.AllowWrite()
 	if err != nil {
@@ -92,13 +110,74 @@ func TestStandbyCannotTakeOverWithinAPermit(t *testing.T) {
 	if !waitFor(10*time.Second, b.Leading) {
 		t.Fatal("b does not take the Lease over")
 	}
-	took := api.acquired("b", cut)
-	a.mu.Lock()
-	last := a.renewedWall
-	a.mu.Unlock()
-	t.Logf("a's last renewal sent at .%03d of its second; its permit ran to +%s; b took over at +%s",
-		last.Nanosecond()/1e6, permit.Deadline.Sub(last).Round(time.Millisecond), took.Sub(last).Round(time.Millisecond))
+	took = api.acquired("b", cut)
 	if !permit.Deadline.Before(took) {
 		t.Errorf("a's permit ends %s after b took the Lease over", permit.Deadline.Sub(took).Round(time.Millisecond))
 	}
+	return permit.Deadline, took
+}
+
+// TestPermitEndsByTheRenewTime: client-go takes a renewal's renew time
+// before it sends it, and when the fast path fails it reads the Lease
+// first. A standby that saw an earlier renewal of the same second takes
+// the later one for no change (the renew time marshals to whole seconds)
+// and times the Lease from the earlier one. Here a renewal early in a
+// second fails at once, its retry reads the Lease for 2s and then sends
+// the renew time taken before, and the leader is cut off after it. Its
+// last permit must end before the standby holds the Lease; measured from
+// when that renewal was sent, it ran past.
+func TestPermitEndsByTheRenewTime(t *testing.T) {
+	api := released()
+	clientA, linkA := api.client(1)
+	clientB, _ := api.client(2)
+	var (
+		armed atomic.Bool
+		mu    sync.Mutex
+		stage int   // 1: a renewal failed; 2: the read after it was slow; 3: cut
+		okSec int64 // the second of the renew time a's last renewal wrote
+	)
+	linkA.before = func(act k8stesting.Action) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch u, _ := act.(k8stesting.UpdateAction); {
+		case stage == 0 && u != nil && armed.Load():
+			spec := u.GetObject().(*coordinationv1.Lease).Spec
+			if ptr.Deref(spec.HolderIdentity, "") == "a" && spec.RenewTime.Unix() == okSec && spec.RenewTime.Nanosecond() < 300e6 {
+				stage = 1
+				return apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+			}
+		case stage == 1 && act.GetVerb() == "get":
+			stage = 2
+			mu.Unlock()
+			time.Sleep(2 * time.Second)
+			mu.Lock()
+		}
+		return nil
+	}
+	linkA.cutAfter = func(l *coordinationv1.Lease) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if stage == 2 {
+			stage = 3
+			return true
+		}
+		okSec = l.Spec.RenewTime.Unix()
+		return false
+	}
+	cfg := testConfig("a")
+	cfg.RenewDeadline = 2500 * time.Millisecond
+	a := startLeader(t, cfg, clientA, Hooks{})
+	if !waitFor(5*time.Second, a.Leading) {
+		t.Fatal("a does not lead")
+	}
+	cfg.Identity = "b"
+	b := startLeader(t, cfg, clientB, Hooks{})
+	if !waitFor(5*time.Second, func() bool { return b.Holder() == "a" }) {
+		t.Fatal("b does not see a lead")
+	}
+	armed.Store(true)
+	if !waitFor(10*time.Second, linkA.cut.Load) {
+		t.Fatal("no slow renewal of a")
+	}
+	lastPermitAndTakeOver(t, api, a, b)
 }
