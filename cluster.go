@@ -1,6 +1,7 @@
 package hcloudscale
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -198,6 +199,7 @@ func (c *Cluster) newPool(cfg *config.Config, pc config.Pool, refs *references) 
 		pool.WithCreateConcurrency(o.createConcurrency),
 		pool.WithDeleteConcurrency(o.deleteConcurrency),
 		pool.WithCreationTimeout(cfg.CreationTimeout),
+		pool.WithUnavailableTTL(cmp.Or(o.unavailableTTL, pool.DefaultUnavailableTTL)),
 	)
 }
 
@@ -228,7 +230,7 @@ func (c *Cluster) markSoldOut(soldOut []*config.Pool) {
 		c.offerings.MarkUnavailable(pool.UnavailableError{
 			ServerType: p.ServerType, Location: p.Location, Code: pool.CodeServerTypeUnavailable,
 			Message: fmt.Sprintf("server type %s is not available in location %s", p.ServerType, p.Location),
-		}, pool.DefaultUnavailableTTL)
+		}, cmp.Or(c.opts.unavailableTTL, pool.DefaultUnavailableTTL))
 	}
 }
 

@@ -123,6 +123,13 @@ func WithOfferings(r *Offerings) Option {
 	return func(o *options) { o.offerings = r }
 }
 
+// WithUnavailableTTL sets how long a capacity error keeps the pool's
+// offering marked unavailable, so that IncreaseSize fails at once
+// ([DefaultUnavailableTTL]). Zero disables the memory.
+func WithUnavailableTTL(d time.Duration) Option {
+	return func(o *options) { o.unavailableTTL = d }
+}
+
 // WithFamily makes the pool one node group of a pool of several
 // offerings (config.Pool.OfferingGroups): f joins the groups of the
 // configured pool, named cfg.FamilyName(), which share its servers, min
