@@ -59,10 +59,8 @@ func (s *poolSet) forServer(srv *servercache.Server) *pool.Pool {
 	if first == nil {
 		return nil
 	}
-	for _, p := range first.Family() {
-		if p.Owns(srv) {
-			return p
-		}
+	if p := first.OwnerOf(srv); p != nil {
+		return p
 	}
 	return first
 }

@@ -153,10 +153,16 @@ func (p *Pool) Family() []*Pool {
 	return p.family.Members()
 }
 
-// Owns reports whether a listed server is one of the pool's: it carries
-// the pool's label and, in a pool of several offerings, runs on this
-// group's offering.
-func (p *Pool) Owns(s *servercache.Server) bool { return p.member(s) }
+// OwnerOf returns the node group of the pool's family that a listed
+// server of the family belongs to (see [Family]): p itself when it has no
+// family, nil when no group takes it. It takes no lock and allocates
+// nothing.
+func (p *Pool) OwnerOf(s *servercache.Server) *Pool {
+	if p.family == nil {
+		return p
+	}
+	return p.family.owner(s)
+}
 
 // member reports whether a listed server is one of the pool's.
 func (p *Pool) member(s *servercache.Server) bool {
