@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +14,12 @@ import (
 	"github.com/hcloudscale/hcloudscale/config"
 )
 
-// OfferingScenarios are the scenarios of pools with offerings, which the
-// built-in provider does not have: run over our adapter and serve.
+// OfferingScenarios are the scenarios of the per-pool settings the
+// built-in provider does not have (offerings, public IPs per pool): run
+// over our adapter.
 var OfferingScenarios = []Scenario{
 	{"OfferingFallback", OfferingFallback},
+	{"PrivateOnlyPool", PrivateOnlyPool},
 }
 
 // Timings of OfferingFallback: the autoscaler backs a group off for less
@@ -170,4 +173,46 @@ func (w *world) failedCreates() int {
 		}
 	}
 	return n
+}
+
+// PrivateOnlyPool: a pool with publicIPv4 and publicIPv6 false on
+// HCLOUD_NETWORK beside a pool with the default public IPs. The private
+// pool's servers join the network in their create request and have no
+// primary IP; the pods get nodes on both pools; scaled back to zero,
+// nothing is left.
+func PrivateOnlyPool(t *testing.T, kind Provider) {
+	private := map[string]string{"role": "private"}
+	public := map[string]string{"role": "public"}
+	w := newWorld(t, kind, []poolSpec{
+		{name: "private", serverType: "cx23", location: "fsn1", max: 3, labels: private, private: true},
+		{name: "public", serverType: "cx23", location: "fsn1", max: 3, labels: public},
+	}, withNetwork("k8s"))
+	w.addPods(pods("inside", 2, WithNodeSelector(private))...)
+	w.addPods(pods("edge", 1, WithNodeSelector(public))...)
+	w.loopUntil("pods bound on both pools", 60*time.Second, func() bool {
+		return w.boundOn("inside-", "private") == 2 && w.boundOn("edge-", "public") == 1
+	}, func() { w.atMost("private", 2); w.atMost("public", 1) })
+	network := w.networkID
+	for _, s := range w.servers("") {
+		privateOnly := s.Labels[ServerLabelNodeGroup] == "private"
+		onNetwork := slices.Contains(s.Networks, network)
+		switch {
+		case !onNetwork:
+			t.Errorf("server %s is not on the network %d: %v", s.Name, network, s.Networks)
+		case privateOnly && (s.PublicIPv4 != "" || s.PublicIPv6 != ""):
+			t.Errorf("server %s of the private pool has public IPs %q, %q", s.Name, s.PublicIPv4, s.PublicIPv6)
+		case !privateOnly && (s.PublicIPv4 == "" || s.PublicIPv6 == ""):
+			t.Errorf("server %s of the public pool lacks a public IP: %q, %q", s.Name, s.PublicIPv4, s.PublicIPv6)
+		}
+	}
+	if n := w.fake.Count("POST /servers/{id}/actions/attach_to_network"); n != 0 {
+		t.Errorf("%d attach actions: the private pool's servers must join the network in their create request", n)
+	}
+	w.deletePods("inside-")
+	w.deletePods("edge-")
+	w.loopUntil("both pools back to zero", 60*time.Second, func() bool {
+		return len(w.servers("")) == 0 && w.target("private") == 0 && w.target("public") == 0
+	}, nil)
+	w.noLeak()
+	w.record("private-only-pool")
 }

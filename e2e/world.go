@@ -90,6 +90,9 @@ type poolSpec struct {
 	// offerings are the pool's offerings after its own type and
 	// location, as {serverType, location}.
 	offerings [][2]string
+	// private turns off both public IPs of the pool's servers
+	// (publicIPv4 and publicIPv6 false); it needs withNetwork.
+	private bool
 }
 
 func (p poolSpec) nodesFlag() string {
@@ -121,6 +124,10 @@ type world struct {
 	priorityData string
 	// unavailableTTL is Setup.UnavailableTTL.
 	unavailableTTL time.Duration
+	// network is HCLOUD_NETWORK (withNetwork), networkID its ID; empty:
+	// none.
+	network   string
+	networkID int64
 
 	stats stats
 	bgErr chan error
@@ -160,6 +167,19 @@ func withBackoff(w *world) {
 	o.InitialNodeGroupBackoffDuration = 5 * time.Minute
 	o.MaxNodeGroupBackoffDuration = 30 * time.Minute
 	o.NodeGroupBackoffResetTimeout = 3 * time.Hour
+}
+
+// withNetwork adds a network of that name to the fake and puts every
+// pool's servers on it (HCLOUD_NETWORK).
+func withNetwork(name string) worldOption {
+	return func(w *world) {
+		id, err := w.fake.AddNetwork(hcloudtest.Network{Name: name, IPRange: "10.0.0.0/8",
+			Subnets: []hcloudtest.Subnet{{IPRange: "10.0.0.0/16"}}})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.network, w.networkID = name, id
+	}
 }
 
 // withOptions changes the autoscaler's options.
@@ -361,6 +381,9 @@ func (w *world) env() map[string]string {
 		"HCLOUD_TOKEN":    w.fake.Token(),
 		"HCLOUD_ENDPOINT": w.fake.URL(),
 	}
+	if w.network != "" {
+		env["HCLOUD_NETWORK"] = w.network
+	}
 	if w.file != nil {
 		w.file.write(w.t, w.clusterConfig(w.file.pools, true))
 		env["HCLOUD_CLUSTER_CONFIG_FILE"] = w.file.path()
@@ -394,6 +417,9 @@ func (w *world) clusterConfig(pools []poolSpec, declare bool) []byte {
 		}
 		if p.placementGroup != "" {
 			nc["placementGroup"] = p.placementGroup
+		}
+		if p.private {
+			nc["publicIPv4"], nc["publicIPv6"] = false, false
 		}
 		if len(p.offerings) > 0 {
 			var offs []map[string]string
