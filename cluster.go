@@ -1,6 +1,7 @@
 package hcloudscale
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,10 +45,14 @@ type Cluster struct {
 	closed        bool            // Close has begun: Reconfigure adds no pool
 	opts          options         // what New was given, for pools added later
 	offerings     *pool.Offerings // shared by all pools
-	reload        *reloader       // nil without WithReload
-	drift         driftState
-	warnMu        sync.Mutex // guards warnings
-	warnings      []string   // of the configuration that runs
+	familyMu      sync.Mutex      // guards families
+	// families holds the node groups of each pool's offerings, by the
+	// pool's name; kept across reconfigurations.
+	families map[string]*pool.Family
+	reload   *reloader // nil without WithReload
+	drift    driftState
+	warnMu   sync.Mutex // guards warnings
+	warnings []string   // of the configuration that runs
 
 	lenient    bool        // offer problems are warnings (WithLenientChecks)
 	noResume   bool        // unfinished create flows are left alone (WithoutResume)
@@ -168,7 +173,7 @@ func (c *Cluster) start(ctx context.Context, cfg *config.Config, o *options) err
 	set := &poolSet{cfg: cfg, byName: map[string]*pool.Pool{}}
 	// Stored as the pools are built, so that Close closes those built
 	// when a later one fails.
-	for _, pc := range cfg.Pools {
+	for _, pc := range cfg.NodeGroups() {
 		p, err := c.newPool(cfg, pc, refs)
 		if err != nil {
 			return err
@@ -185,6 +190,7 @@ func (c *Cluster) start(ctx context.Context, cfg *config.Config, o *options) err
 func (c *Cluster) newPool(cfg *config.Config, pc config.Pool, refs *references) (*pool.Pool, error) {
 	o := &c.opts
 	return pool.New(pc, c.poolDeps(&pc, refs),
+		pool.WithFamily(c.family(pc.FamilyName())),
 		pool.WithLogger(o.logger),
 		pool.WithClock(o.clock),
 		pool.WithRegisterer(o.registerer),
@@ -193,8 +199,29 @@ func (c *Cluster) newPool(cfg *config.Config, pc config.Pool, refs *references) 
 		pool.WithCreateConcurrency(o.createConcurrency),
 		pool.WithDeleteConcurrency(o.deleteConcurrency),
 		pool.WithCreationTimeout(cfg.CreationTimeout),
+		pool.WithUnavailableTTL(cmp.Or(o.unavailableTTL, pool.DefaultUnavailableTTL)),
 	)
 }
+
+// family returns the family of the pool of that name, new if there is
+// none yet.
+func (c *Cluster) family(name string) *pool.Family {
+	c.familyMu.Lock()
+	defer c.familyMu.Unlock()
+	if c.families == nil {
+		c.families = map[string]*pool.Family{}
+	}
+	f := c.families[name]
+	if f == nil {
+		f = pool.NewFamily(name)
+		c.families[name] = f
+	}
+	return f
+}
+
+// Offerings returns the registry of offerings remembered as unavailable,
+// shared by all pools.
+func (c *Cluster) Offerings() *pool.Offerings { return c.offerings }
 
 // markSoldOut starts the pools whose server type the catalogue shows sold
 // out in their location as after a capacity error.
@@ -203,7 +230,7 @@ func (c *Cluster) markSoldOut(soldOut []*config.Pool) {
 		c.offerings.MarkUnavailable(pool.UnavailableError{
 			ServerType: p.ServerType, Location: p.Location, Code: pool.CodeServerTypeUnavailable,
 			Message: fmt.Sprintf("server type %s is not available in location %s", p.ServerType, p.Location),
-		}, pool.DefaultUnavailableTTL)
+		}, cmp.Or(c.opts.unavailableTTL, pool.DefaultUnavailableTTL))
 	}
 }
 
@@ -351,7 +378,17 @@ func (c *Cluster) check(ctx context.Context, cfg *config.Config) (refs *referenc
 	}
 	r := &checkReport{errs: errs, lenient: c.lenient}
 	for i := range cfg.Pools {
-		c.checkPool(ctx, r, byName, i, &cfg.Pools[i])
+		path := cfg.Pools[i].Origin
+		if path == "" {
+			path = config.PoolSetting(i, cfg.Pools[i].Name)
+		}
+		for j, g := range cfg.Pools[i].OfferingGroups() {
+			gp := path
+			if j > 0 {
+				gp = fmt.Sprintf("%s offering %d (%s)", path, j, config.Offering{ServerType: g.ServerType, Location: g.Location})
+			}
+			c.checkPool(ctx, r, byName, gp, &g)
+		}
 	}
 	c.checkPlacement(ctx, r, cfg, refs)
 	if len(r.errs) > 0 {
@@ -386,13 +423,10 @@ func (r *checkReport) offer(err error) {
 	r.errs = append(r.errs, err)
 }
 
-// checkPool checks the server type, its offering in the pool's location
-// and the pool's image.
-func (c *Cluster) checkPool(ctx context.Context, r *checkReport, byName map[string]*servercache.ServerType, i int, p *config.Pool) {
-	path := p.Origin
-	if path == "" {
-		path = config.PoolSetting(i, p.Name)
-	}
+// checkPool checks the server type of one of a pool's offerings (the
+// node group p), its offering in the location and the pool's image for
+// the type's architecture; path names the setting in messages.
+func (c *Cluster) checkPool(ctx context.Context, r *checkReport, byName map[string]*servercache.ServerType, path string, p *config.Pool) {
 	t := byName[p.ServerType]
 	if t == nil {
 		r.offer(fieldErr(path, "server type %q does not exist", p.ServerType))
@@ -487,7 +521,7 @@ func (c *Cluster) PoolForNode(providerID, nodeName string) *pool.Pool {
 	set := c.pools.Load()
 	if snap := c.servers.Current(); snap != nil {
 		if s := snap.ByNode(providerID, nodeName); s != nil {
-			return set.byName[s.Pool]
+			return set.forServer(s)
 		}
 	}
 	for _, id := range [2]string{providerID, nodeName} {

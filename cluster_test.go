@@ -294,6 +294,22 @@ func TestNewReportsAvailabilityProblems(t *testing.T) {
 			wants: []string{`--nodes[1] (arm): server type "cax11" is not offered in location "ash"`},
 		},
 		{
+			name: "every offering checked",
+			edit: func(cc clusterConfig) {
+				cc["imagesForArch"] = map[string]string{"amd64": "ubuntu-24.04", "arm64": "no-such-image"}
+				cc["nodeConfigs"].(map[string]any)["workers"].(map[string]any)["offerings"] = []map[string]string{
+					{"serverType": "cx11", "location": "fsn1"}, {"serverType": "cax11", "location": "ash"},
+					{"serverType": "cax21", "location": "nbg1"}, {"serverType": "cpx31", "location": "nbg1"},
+				}
+			},
+			wants: []string{
+				`--nodes[0] (workers) offering 1 (cx11-fsn1): server type "cx11" does not exist`,
+				`--nodes[0] (workers) offering 2 (cax11-ash): server type "cax11" is not offered in location "ash"`,
+				`--nodes[0] (workers) offering 3 (cax21-nbg1): image for server type "cax21" (arm64)`,
+				`--nodes[1] (arm): image for server type "cax11" (arm64)`,
+			},
+		},
+		{
 			name: "no image for the architecture",
 			edit: func(cc clusterConfig) {
 				cc["imagesForArch"] = map[string]string{"amd64": "ubuntu-24.04", "arm64": "no-such-image"}

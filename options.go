@@ -52,6 +52,7 @@ type options struct {
 	listTTL           time.Duration
 	createConcurrency int
 	deleteConcurrency int
+	unavailableTTL    time.Duration // 0: pool.DefaultUnavailableTTL
 	rateLimitReserve  int
 	lenient           bool
 	noResume          bool
@@ -180,6 +181,17 @@ func WithListTTL(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
 			o.listTTL = d
+		}
+	}
+}
+
+// WithUnavailableTTL sets how long a capacity error keeps an offering
+// sold out ([pool.DefaultUnavailableTTL]): no scale-up of it, and in a
+// pool of several offerings its max at its size, until then.
+func WithUnavailableTTL(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.unavailableTTL = d
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/pool"
+	"github.com/hcloudscale/hcloudscale/servercache"
 )
 
 // poolSet is the configuration a Cluster runs and its pools. It is never
@@ -48,6 +49,20 @@ func (s *poolSet) with(p *pool.Pool) *poolSet {
 	}
 	next.byName[p.Name()] = p
 	return next
+}
+
+// forServer returns the node group a listed server belongs to: among the
+// groups of its pool's offerings, the one of its server type and
+// location; the pool's first offering when none is (see [pool.Family]).
+func (s *poolSet) forServer(srv *servercache.Server) *pool.Pool {
+	first := s.byName[srv.Pool]
+	if first == nil {
+		return nil
+	}
+	if p := first.OwnerOf(srv); p != nil {
+		return p
+	}
+	return first
 }
 
 // Reconfigure makes cfg the Cluster's configuration, all or nothing. It
@@ -117,7 +132,7 @@ func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
 func (c *Cluster) buildPools(ctx context.Context, old *poolSet, cfg *config.Config, refs *references) ([]*pool.Pool, error) {
 	var errs []error
 	var added []*pool.Pool
-	for _, pc := range cfg.Pools {
+	for _, pc := range cfg.NodeGroups() {
 		if old.byName[pc.Name] != nil {
 			if _, err := pool.New(pc, c.poolDeps(&pc, refs), pool.WithClusterName(cfg.ClusterName)); err != nil {
 				errs = append(errs, err)
@@ -147,7 +162,7 @@ func (c *Cluster) buildPools(ctx context.Context, old *poolSet, cfg *config.Conf
 func (c *Cluster) nextPools(old *poolSet, cfg *config.Config, refs *references, added []*pool.Pool) (next *poolSet, changed, removed []string, err error) {
 	var errs []error
 	next = &poolSet{cfg: cfg, byName: map[string]*pool.Pool{}}
-	for _, pc := range cfg.Pools {
+	for _, pc := range cfg.NodeGroups() {
 		p := old.byName[pc.Name]
 		if p == nil {
 			p = added[0]
@@ -185,7 +200,7 @@ func (c *Cluster) nextPools(old *poolSet, cfg *config.Config, refs *references, 
 // for Warnings, and logs what changed.
 func (c *Cluster) applied(old *poolSet, cfg *config.Config, warnings, changed, removed []string) {
 	var names []string
-	for _, pc := range cfg.Pools {
+	for _, pc := range cfg.NodeGroups() {
 		if old.byName[pc.Name] == nil {
 			names = append(names, pc.Name)
 		}

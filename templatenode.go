@@ -33,6 +33,13 @@ func (c *Cluster) PoolForTemplateNode(nodeName string, labels map[string]string)
 	}
 	byName := c.pools.Load().byName
 	if p := byName[labels[config.LabelNodeGroup]]; p != nil {
+		// Every offering's nodes carry the pool's label; the template's
+		// type and region tell the offering.
+		for _, g := range p.Family() {
+			if cfg := g.Config(); cfg.ServerType == labels["node.kubernetes.io/instance-type"] && cfg.Location == labels["topology.kubernetes.io/region"] {
+				return g
+			}
+		}
 		return p
 	}
 	rest, ok := strings.CutPrefix(nodeName, templateNamePrefix)

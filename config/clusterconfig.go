@@ -60,6 +60,8 @@ type NodeConfig struct {
 	// pool; nil: key absent.
 	PublicIPv4 *bool
 	PublicIPv6 *bool
+	// Offerings: the offerings key as written; nil when absent.
+	Offerings []Offering
 	// SpreadGroups: the spreadGroups key; false when absent.
 	SpreadGroups bool
 	MaxPods      int // 0: unset
@@ -195,6 +197,7 @@ func (p *problems) nodeConfig(path string, raw json.RawMessage) *NodeConfig {
 		"spreadGroups": func(path string, raw json.RawMessage) {
 			nc.SpreadGroups, _ = p.boolean(path, raw)
 		},
+		"offerings":   func(path string, raw json.RawMessage) { nc.Offerings = p.offerings(path, raw) },
 		"maxPods":     p.maxPods(&nc.MaxPods),
 		"reserved":    func(path string, raw json.RawMessage) { nc.Reserved = p.reserved(path, raw) },
 		"autoscaling": func(path string, raw json.RawMessage) { nc.Autoscaling = p.autoscaling(path, raw) },

@@ -101,3 +101,18 @@ func ExampleCloudInitSetting() {
 	// nodeConfigs["pool.v2"].cloudInit
 	// HCLOUD_CLOUD_INIT
 }
+
+func ExampleConfig_Priorities() {
+	cfg := config.Config{Pools: []config.Pool{
+		{Name: "workers", ServerType: "cpx31", Location: "nbg1", Offerings: []config.Offering{
+			{ServerType: "cpx31", Location: "nbg1"}, {ServerType: "cx33", Location: "fsn1"}, {ServerType: "cx33", Location: "hel1"},
+		}},
+		{Name: "arm", ServerType: "cax21", Location: "fsn1"},
+	}}
+	fmt.Print(config.PrioritiesYAML(cfg.Priorities()))
+	// Output:
+	// 100: ['^workers$', '^arm$']
+	// 99: ['^workers@cx33-fsn1$']
+	// 98: ['^workers@cx33-hel1$']
+	// 1: ['.*']
+}

@@ -65,6 +65,8 @@ func clusterConfigSeeds(f *testing.F) [][]byte {
 		[]byte(`{"nodeConfigs": {"pool1": {"publicIPv4": "false", "publicipv6": null, "PublicIPv4": true}}}`),
 		[]byte(`{"nodeConfigs": {"pool1": {"spreadGroups": true}, "p2": {"serverType": "cx22", "location": "fsn1", "maxSize": 1, "spreadGroups": true, "placementGroup": "pg"}}}`),
 		[]byte(`{"nodeConfigs": {"pool1": {"spreadGroups": "yes", "SpreadGroups": false}}}`),
+		[]byte(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "cx22", "location": "fsn1"}, {"serverType": "CPX31", "location": "nbg1"}]}, "p2": {"serverType": "cx22", "location": "fsn1", "maxSize": 1, "offerings": [{"serverType": "cax11", "location": "hel1"}]}}}`),
+		[]byte(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "cx32", "location": "nbg1"}, {"serverType": "cx22", "location": "fsn1"}, {"serverType": "cx32", "location": "nbg1"}, {"serverType": ""}, {"location": 1}, null, "x", {"serverType": "a b", "location": "fsn1", "zone": "x"}], "spreadGroups": true}, "p2": {"offerings": []}, "p3": {"offerings": {}}}}`),
 		[]byte(`{"replace": {"evictUnreplicatedPods": true, "evictLocalStoragePods": false, "evictKubeSystemPods": true}, "nodeConfigs": {"pool1": {"replace": {"drift": ["image"], "evictUnreplicatedPods": false, "evictLocalStoragePods": true, "evictKubeSystemPods": null}}}}`),
 		[]byte(`{"replace": {"evictUnreplicatedPods": "true", "evictLocalStoragePod": 1}, "nodeConfigs": {"pool1": {"replace": {"evictKubeSystemPods": []}}}}`),
 	}

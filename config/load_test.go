@@ -59,6 +59,16 @@ func TestLoadErrors(t *testing.T) {
 		{name: "pool without public addresses under a default subnet range", env: map[string]string{EnvNetwork: "k8s", EnvClusterConfig: b64(`{"defaultSubnetIPRange": "10.0.0.0/16", "nodeConfigs": {"pool1": {"publicIPv4": false, "publicIPv6": false}}}`)}, want: []problem{{"defaultSubnetIPRange", `pool "pool1" has no public IP`}}},
 		{name: "spread groups and a fixed placement group", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"spreadGroups": true, "placementGroup": "pg"}}}`)}, want: []problem{{"nodeConfigs.pool1.spreadGroups", `true together with placementGroup "pg"`}}},
 		{name: "spread groups not a boolean", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"spreadGroups": 1}}}`)}, want: []problem{{"nodeConfigs.pool1.spreadGroups", "want true or false, got a number"}}},
+		{name: "offerings wrong", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "cx32", "location": "nbg1"}, {"serverType": "cx22", "location": "fsn1"}, {"serverType": "cx32", "location": "nbg1"}, {"serverType": "cx42"}, {"serverType": "a b", "location": "fsn1"}, {"serverType": "cx42", "location": "fsn1", "zone": "x"}, 3]}}}`)}, want: []problem{
+			{"nodeConfigs.pool1.offerings[3].location", "required"},
+			{"nodeConfigs.pool1.offerings[4].serverType", "whitespace"},
+			{"nodeConfigs.pool1.offerings[5].zone", "unknown"},
+			{"nodeConfigs.pool1.offerings[6]", "want an object"},
+			{"nodeConfigs.pool1.offerings[1]", "cx22-fsn1 is the pool's own serverType and location, which are always the first offering"},
+			{"nodeConfigs.pool1.offerings[2]", "cx32-nbg1 is listed already at nodeConfigs.pool1.offerings[0]"},
+		}},
+		{name: "offerings empty", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"offerings": []}}}`)}, want: []problem{{"nodeConfigs.pool1.offerings", "empty"}}},
+		{name: "offerings with spread groups", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"spreadGroups": true, "offerings": [{"serverType": "cx32", "location": "nbg1"}]}}}`)}, want: []problem{{"nodeConfigs.pool1.offerings", "together with spreadGroups"}}},
 		{name: "public IPv4 of a pool not a boolean", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"publicIPv4": "no", "publicIPv6": 0}}}`)}, want: []problem{{"nodeConfigs.pool1.publicIPv4", "want true or false, got a string"}, {"nodeConfigs.pool1.publicIPv6", "want true or false, got a number"}}},
 		{name: "timeout negative minutes", env: map[string]string{EnvServerCreationTimeout: "-3"}, want: []problem{{EnvServerCreationTimeout, "-3 minutes is not positive"}}},
 		{name: "timeout negative minutes", env: map[string]string{EnvServerCreationTimeout: "-3"}, want: []problem{{EnvServerCreationTimeout, "not positive"}}},
@@ -194,6 +204,24 @@ func TestLoad(t *testing.T) {
 			}
 			if diff := cmp.Diff([]ips{{true, false}, {false, false}, {false, true}}, got); diff != "" {
 				t.Errorf("pools' public IPs (-want +got):\n%s", diff)
+			}
+		}},
+		{name: "offerings after the --nodes type and location", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "CPX31", "location": "nbg1"}, {"serverType": "cx22", "location": "hel1"}]}}}`)}, check: func(t *testing.T, c *Config) {
+			want := []Offering{{"cx22", "fsn1"}, {"cpx31", "nbg1"}, {"cx22", "hel1"}}
+			if diff := cmp.Diff(want, c.Pools[0].Offerings); diff != "" {
+				t.Errorf("offerings (-want +got):\n%s", diff)
+			}
+			var ids []string
+			for _, g := range c.NodeGroups() {
+				ids = append(ids, g.Name+"/"+g.ServerType+"/"+g.Location+"/"+g.FamilyName())
+			}
+			if diff := cmp.Diff([]string{"pool1/cx22/fsn1/pool1", "pool1@cpx31-nbg1/cpx31/nbg1/pool1", "pool1@cx22-hel1/cx22/hel1/pool1"}, ids); diff != "" {
+				t.Errorf("node groups (-want +got):\n%s", diff)
+			}
+		}},
+		{name: "offerings naming only the pool's own", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "cx22", "location": "fsn1"}]}}}`)}, check: func(t *testing.T, c *Config) {
+			if p := c.Pools[0]; p.Offerings != nil || len(c.NodeGroups()) != 1 {
+				t.Errorf("offerings %v, %d node groups; want none and 1", p.Offerings, len(c.NodeGroups()))
 			}
 		}},
 		{name: "spread groups", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"spreadGroups": true}}}`)}, check: func(t *testing.T, c *Config) {

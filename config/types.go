@@ -144,6 +144,15 @@ type Pool struct {
 	MaxSize    int
 	ServerType string // lower-case
 	Location   string // lower-case
+	// Offerings lists, in the order a scale-up tries them, every server
+	// type and location the pool may run on; the first is always
+	// {ServerType, Location}. Empty: the pool has that one offering.
+	// Each offering is a node group of its own (see [Pool.OfferingGroups]).
+	Offerings []Offering
+	// Family is, in a node group of one offering (OfferingGroups), the
+	// name of its pool; empty in a pool as configured, which is the
+	// family of its own name.
+	Family string
 	// Origin names the setting that declares the pool, for messages:
 	// "--nodes[2] (workers)" or "nodeConfigs.workers". Empty for a pool
 	// built in code; Validate does not read it.

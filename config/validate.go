@@ -129,6 +129,7 @@ func (p *problems) validatePool(path string, c *Config, pool *Pool) {
 		p.addf(childPath(path+".serverLabels", LabelCluster), "%q, want the cluster name %q", got, c.ClusterName)
 	}
 	p.validatePlacement(path, pool)
+	p.validateOfferings(path+".offerings", pool)
 	if pool.MaxPods != 0 && (pool.MaxPods < MinMaxPods || pool.MaxPods > MaxMaxPods) {
 		p.addf(path+".maxPods", "%d is out of range %d..%d", pool.MaxPods, MinMaxPods, MaxMaxPods)
 	}

@@ -62,6 +62,14 @@ func TestValidate(t *testing.T) {
 			c.Pools[0].SubnetIPRange = netip.MustParsePrefix("10.0.1.0/24")
 		}, []problem{{"pools[0].subnetIPRange", "without a network"}}},
 		{"unreachable pool", func(c *Config) { c.Pools[0].Network = ""; c.Pools[0].PublicIPv4 = false }, []problem{{"pools[0]", `pool "pool1" has no public IPv4, no public IPv6 and no network`}}},
+		{"offerings not starting with the pool's own", func(c *Config) {
+			c.Pools[0].Offerings = []Offering{{"cx32", "nbg1"}, {"CX22", "fsn1"}, {"cx32", "nbg1"}, {"", "fsn1"}}
+		}, []problem{
+			{"pools[0].offerings[0]", "want the pool's own serverType and location"},
+			{"pools[0].offerings[1].serverType", "not lower-case"},
+			{"pools[0].offerings[2]", "listed already at pools[0].offerings[0]"},
+			{"pools[0].offerings[3].serverType", "required"},
+		}},
 		{"spread groups with a fixed group", func(c *Config) { c.Pools[0].SpreadGroups = true; c.Pools[0].PlacementGroup = "pg" }, []problem{{"pools[0].spreadGroups", `set together with placementGroup "pg"`}}},
 		{"private pool with a subnet range", func(c *Config) {
 			c.Pools[0].Network = "k8s"

@@ -47,6 +47,13 @@ func TestAdapterLifecycle(t *testing.T) {
 	}
 }
 
+// TestAdapterOfferings runs the scenarios of pools with offerings.
+func TestAdapterOfferings(t *testing.T) {
+	for _, sc := range OfferingScenarios {
+		t.Run(sc.Name, func(t *testing.T) { sc.Run(t, adapterKind{}) })
+	}
+}
+
 // Cluster returns the Cluster of an adapter the kind started.
 func (adapterKind) Cluster(p any) *hcloudscale.Cluster { return p.(*adapter.Provider).Cluster() }
 
@@ -71,6 +78,7 @@ func (adapterKind) Start(t *testing.T, s Setup) (cloudprovider.CloudProvider, er
 			hcloudscale.WithRegisterer(prometheus.NewRegistry()),
 			hcloudscale.WithPollInterval(s.Interval),
 			hcloudscale.WithListTTL(s.ListTTL),
+			hcloudscale.WithUnavailableTTL(s.UnavailableTTL),
 			hcloudscale.WithClientOptions(
 				hcloud.WithRetryOpts(hcloud.RetryOpts{BackoffFunc: hcloud.ConstantBackoff(50 * time.Millisecond), MaxRetries: 3}),
 				hcloud.WithPollOpts(hcloud.PollOpts{BackoffFunc: hcloud.ConstantBackoff(s.Interval)}),

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -32,6 +33,12 @@ func withPriorities(byPriority map[int][]string) worldOption {
 	return func(w *world) { w.priorities = byPriority }
 }
 
+// withPriorityData is withPriorities with the ConfigMap's data as
+// written, such as the output of hcloudscale priorities.
+func withPriorityData(data string) worldOption {
+	return func(w *world) { w.priorityData = data }
+}
+
 // priorityYAML is the priority expander's ConfigMap data.
 func priorityYAML(byPriority map[int][]string) string {
 	var prios []int
@@ -60,7 +67,7 @@ func (w *world) installPriorityExpander(ca core.Autoscaler) {
 	ns := w.options.ConfigNamespace
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: priority.PriorityConfigMapName, Namespace: ns},
-		Data:       map[string]string{priority.ConfigMapKey: priorityYAML(w.priorities)},
+		Data:       map[string]string{priority.ConfigMapKey: cmp.Or(w.priorityData, priorityYAML(w.priorities))},
 	}
 	_, err := w.kube.KubeClient.CoreV1().ConfigMaps(ns).Create(w.ctx, cm, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {

@@ -21,10 +21,7 @@ import (
 
 // Scenarios are every scenario of the suite, to run against each kind of
 // provider.
-var Scenarios = []struct {
-	Name string
-	Run  func(t *testing.T, kind Provider)
-}{
+var Scenarios = []Scenario{
 	{"ScaleFromZero", ScaleFromZero},
 	{"FailOver", FailOver},
 	{"NeverRegisters", NeverRegisters},
@@ -38,6 +35,13 @@ var Scenarios = []struct {
 	{"PoolResized", PoolResized},
 	{"PoolRemoved", PoolRemoved},
 	{"BadReload", BadReload},
+}
+
+// Scenario is one scenario of the suite: Run runs it on a provider of
+// kind.
+type Scenario struct {
+	Name string
+	Run  func(t *testing.T, kind Provider)
 }
 
 var batchTaint = corev1.Taint{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}

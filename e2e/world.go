@@ -55,6 +55,9 @@ type Setup struct {
 	ListTTL time.Duration
 	// Interval is the action poll interval to configure.
 	Interval time.Duration
+	// UnavailableTTL is how long a capacity error keeps an offering
+	// sold out; zero: the provider's default.
+	UnavailableTTL time.Duration
 }
 
 // Timing of every scenario: a tenth or less of the production defaults,
@@ -84,6 +87,12 @@ type poolSpec struct {
 	// replace its replace object of the cluster config (nil: none).
 	cloudInit string
 	replace   map[string]any
+	// offerings are the pool's offerings after its own type and
+	// location, as {serverType, location}.
+	offerings [][2]string
+	// private turns off both public IPs of the pool's servers
+	// (publicIPv4 and publicIPv6 false); it needs withNetwork.
+	private bool
 }
 
 func (p poolSpec) nodesFlag() string {
@@ -108,8 +117,17 @@ type world struct {
 	ca       core.Autoscaler
 	options  caconfig.AutoscalingOptions
 	listTTL  time.Duration
-	// priorities, if set, are the priority expander's (withPriorities).
-	priorities map[int][]string
+	// priorities, if set, are the priority expander's (withPriorities);
+	// priorityData, if set, is its ConfigMap's data as written
+	// (withPriorityData).
+	priorities   map[int][]string
+	priorityData string
+	// unavailableTTL is Setup.UnavailableTTL.
+	unavailableTTL time.Duration
+	// network is HCLOUD_NETWORK (withNetwork), networkID its ID; empty:
+	// none.
+	network   string
+	networkID int64
 
 	stats stats
 	bgErr chan error
@@ -149,6 +167,19 @@ func withBackoff(w *world) {
 	o.InitialNodeGroupBackoffDuration = 5 * time.Minute
 	o.MaxNodeGroupBackoffDuration = 30 * time.Minute
 	o.NodeGroupBackoffResetTimeout = 3 * time.Hour
+}
+
+// withNetwork adds a network of that name to the fake and puts every
+// pool's servers on it (HCLOUD_NETWORK).
+func withNetwork(name string) worldOption {
+	return func(w *world) {
+		id, err := w.fake.AddNetwork(hcloudtest.Network{Name: name, IPRange: "10.0.0.0/8",
+			Subnets: []hcloudtest.Subnet{{IPRange: "10.0.0.0/16"}}})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.network, w.networkID = name, id
+	}
 }
 
 // withOptions changes the autoscaler's options.
@@ -316,7 +347,7 @@ func (w *world) build() {
 	if err != nil {
 		w.t.Fatalf("build autoscaler: %v", err)
 	}
-	if w.priorities != nil {
+	if w.priorities != nil || w.priorityData != "" {
 		w.installPriorityExpander(ca)
 	}
 	// As the autoscaler's main does: Start runs the refresh of its
@@ -335,6 +366,8 @@ func (w *world) startProvider() cloudprovider.CloudProvider {
 		Nodes:    w.nodesFlags(),
 		ListTTL:  w.listTTL,
 		Interval: 100 * time.Millisecond,
+
+		UnavailableTTL: w.unavailableTTL,
 	})
 	if err != nil {
 		w.t.Fatalf("start %s: %v", w.kind.Name(), err)
@@ -347,6 +380,9 @@ func (w *world) env() map[string]string {
 	env := map[string]string{
 		"HCLOUD_TOKEN":    w.fake.Token(),
 		"HCLOUD_ENDPOINT": w.fake.URL(),
+	}
+	if w.network != "" {
+		env["HCLOUD_NETWORK"] = w.network
 	}
 	if w.file != nil {
 		w.file.write(w.t, w.clusterConfig(w.file.pools, true))
@@ -381,6 +417,16 @@ func (w *world) clusterConfig(pools []poolSpec, declare bool) []byte {
 		}
 		if p.placementGroup != "" {
 			nc["placementGroup"] = p.placementGroup
+		}
+		if p.private {
+			nc["publicIPv4"], nc["publicIPv6"] = false, false
+		}
+		if len(p.offerings) > 0 {
+			var offs []map[string]string
+			for _, o := range p.offerings {
+				offs = append(offs, map[string]string{"serverType": o[0], "location": o[1]})
+			}
+			nc["offerings"] = offs
 		}
 		nodeConfigs[p.name] = nc
 	}
@@ -629,13 +675,19 @@ func (w *world) servers(pool string) []hcloudtest.ServerInfo {
 // boundOn returns how many pods whose name starts with prefix are bound
 // to nodes of pool.
 func (w *world) boundOn(prefix, pool string) int {
+	return w.boundOnLabel(prefix, ServerLabelNodeGroup, pool)
+}
+
+// boundOnLabel counts the pods whose name starts with prefix that are
+// bound to nodes labelled key=value.
+func (w *world) boundOnLabel(prefix, key, value string) int {
 	nodes := map[string]string{}
 	for _, n := range w.nodes() {
-		nodes[n.Name] = n.Labels[ServerLabelNodeGroup]
+		nodes[n.Name] = n.Labels[key]
 	}
 	count := 0
 	for _, p := range w.pods() {
-		if strings.HasPrefix(p.Name, prefix) && p.Spec.NodeName != "" && nodes[p.Spec.NodeName] == pool {
+		if strings.HasPrefix(p.Name, prefix) && p.Spec.NodeName != "" && nodes[p.Spec.NodeName] == value {
 			count++
 		}
 	}
@@ -736,8 +788,13 @@ func (w *world) noLeak() {
 			}
 			continue
 		}
-		if got, want := w.target(p.name), len(w.servers(p.name)); got != want {
+		if got, want := w.target(p.name), len(w.servers(p.name)); len(p.offerings) == 0 && got != want {
 			w.t.Errorf("pool %s: target %d, %d servers", p.name, got, want)
+		}
+		for _, o := range p.offeringGroups() {
+			if got, want := w.target(o.id), w.serversOfType(p.name, o.serverType, o.location); got != want {
+				w.t.Errorf("pool %s, offering %s: target %d, %d servers", p.name, o.id, got, want)
+			}
 		}
 	}
 }

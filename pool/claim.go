@@ -106,19 +106,21 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 	if n <= 0 {
 		return nil, fmt.Errorf("pool %q: %w: size increase must be positive, got %d", p.cfg.Name, ErrInvalidDelta, n)
 	}
+	// The other offerings' share is read under the family's lock, held
+	// until the claims are recorded, so that no other offering's claims
+	// come in between.
+	unlock := p.lockFamily()
+	defer unlock()
+	otherT, otherD := p.others()
 	set, err := p.lockForClaims(ctx)
 	if err != nil {
 		return nil, err
 	}
 	snap := p.viewLocked()
 	target := p.targetLocked(snap)
-	if deleting := p.deletesInFlightLocked(snap); target+deleting+n > set.cfg.MaxSize {
+	if deleting := p.deletesInFlightLocked(snap) + otherD; otherT+target+deleting+n > set.cfg.MaxSize {
 		p.mu.Unlock()
-		if deleting > 0 {
-			return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d while %d deletes are in flight (a server counts until its delete action succeeds)",
-				p.cfg.Name, ErrAboveMax, target, n, set.cfg.MaxSize, deleting)
-		}
-		return nil, fmt.Errorf("pool %q: %w: target size %d + %d exceeds max size %d", p.cfg.Name, ErrAboveMax, target, n, set.cfg.MaxSize)
+		return nil, aboveMax(p.cfg.Name, otherT+target, n, set.cfg.MaxSize, deleting, otherT)
 	}
 	claims := p.recordClaimsLocked(set, n, group, 0)
 	p.mu.Unlock()
@@ -126,6 +128,19 @@ func (p *Pool) addClaims(ctx context.Context, n int, group *atomicGroup) ([]*cla
 	p.log.Info("scale-up requested", zap.Int("delta", n), zap.Int("target", target+n))
 	p.observe()
 	return claims, nil
+}
+
+// aboveMax is the error of a scale-up past the max: target counts the
+// pool's whole target, others of it in the other offerings' groups.
+func aboveMax(pool string, target, n, maxSize, deleting, others int) error {
+	msg := fmt.Sprintf("target size %d + %d exceeds max size %d", target, n, maxSize)
+	if others > 0 {
+		msg += fmt.Sprintf(" (%d of the target in the pool's other offerings)", others)
+	}
+	if deleting > 0 {
+		msg += fmt.Sprintf(" while %d deletes are in flight (a server counts until its delete action succeeds)", deleting)
+	}
+	return fmt.Errorf("pool %q: %w: %s", pool, ErrAboveMax, msg)
 }
 
 // lockForClaims makes the checks that every new claim passes (IncreaseSize,
@@ -173,7 +188,7 @@ func (p *Pool) recordClaimsLocked(set *settings, n int, group *atomicGroup, repl
 	now := p.now()
 	claims := make([]*claim, 0, n)
 	for range n {
-		c := &claim{name: newServerName(p.cfg.Name), requested: now, group: group, done: make(chan struct{}), set: set, replaces: replaces}
+		c := &claim{name: newServerName(set.cfg.FamilyName()), requested: now, group: group, done: make(chan struct{}), set: set, replaces: replaces}
 		p.claims[c.name] = c
 		claims = append(claims, c)
 	}
@@ -279,7 +294,7 @@ func (p *Pool) cancelClaimLocked(c *claim) {
 func (p *Pool) deletesInFlightLocked(snap *servercache.Snapshot) int {
 	n := 0
 	if snap != nil {
-		for _, s := range snap.Pool(p.cfg.Name) {
+		for _, s := range p.members(snap) {
 			if _, owned := p.claims[s.Name]; !owned && p.deletingLocked(s) {
 				n++
 			}

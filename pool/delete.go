@@ -64,6 +64,11 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 		return err
 	}
 
+	// The min holds across the pool's offerings: the others' targets are
+	// read under the family's lock, held until this delete is recorded.
+	unlock := p.lockFamily()
+	defer unlock()
+	otherT, _ := p.others()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -108,7 +113,7 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 	// Failed creations hold no capacity, so they do not count towards min
 	// either: with one server and one placeholder at min 1, the server
 	// stays.
-	target := p.targetLocked(snap)
+	target := p.targetLocked(snap) + otherT
 	minSize, _ := p.current().bounds()
 	if healthy := target - p.failedLocked(snap, now); !force && live > 0 && healthy-live < minSize {
 		p.mu.Unlock()
@@ -127,6 +132,7 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 		}
 	}
 	p.mu.Unlock()
+	unlock() // the deletes below are I/O; the target no longer counts them
 	p.observe()
 
 	if len(servers) == 0 {
@@ -147,7 +153,7 @@ func (p *Pool) resolveLocked(snap *servercache.Snapshot, id string) (t deleteTar
 		if c := p.claims[name]; c != nil {
 			return p.claimTarget(id, c)
 		}
-		if s := snap.ByName(name); s != nil && s.Pool == p.cfg.Name {
+		if s := snap.ByName(name); s != nil && p.member(s) {
 			// The claim's server has been created meanwhile.
 			return p.serverTarget(id, s)
 		}
@@ -159,7 +165,7 @@ func (p *Pool) resolveLocked(snap *servercache.Snapshot, id string) (t deleteTar
 				return p.claimTarget(id, c)
 			}
 		}
-		if s := snap.ByID(serverID); s != nil && s.Pool == p.cfg.Name {
+		if s := snap.ByID(serverID); s != nil && p.member(s) {
 			return p.serverTarget(id, s)
 		}
 		return t, false, notOurs
@@ -170,7 +176,7 @@ func (p *Pool) resolveLocked(snap *servercache.Snapshot, id string) (t deleteTar
 	if c := p.claims[id]; c != nil {
 		return p.claimTarget(id, c)
 	}
-	if s := snap.ByName(id); s != nil && s.Pool == p.cfg.Name {
+	if s := snap.ByName(id); s != nil && p.member(s) {
 		return p.serverTarget(id, s)
 	}
 	return t, false, notOurs
@@ -186,7 +192,7 @@ func (p *Pool) failedLocked(snap *servercache.Snapshot, now time.Time) int {
 		}
 	}
 	if snap != nil {
-		for _, s := range snap.Pool(p.cfg.Name) {
+		for _, s := range p.members(snap) {
 			if _, owned := p.claims[s.Name]; owned || p.deletingLocked(s) {
 				continue
 			}

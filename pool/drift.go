@@ -115,7 +115,7 @@ func (p *Pool) driftCandidates(set *settings) []*servercache.Server {
 		return nil
 	}
 	var servers []*servercache.Server
-	for _, s := range snap.Pool(p.cfg.Name) {
+	for _, s := range p.members(snap) {
 		if !p.deletingLocked(s) && !p.creatingLocked(set, s, now) {
 			servers = append(servers, s)
 		}

@@ -13,9 +13,3 @@ func WithRetry(attempts int, backoff time.Duration) Option {
 		o.retryBackoff = backoff
 	}
 }
-
-// WithUnavailableTTL sets how long a capacity error makes IncreaseSize
-// fail at once (DefaultUnavailableTTL). Zero disables the memory.
-func WithUnavailableTTL(d time.Duration) Option {
-	return func(o *options) { o.unavailableTTL = d }
-}

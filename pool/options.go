@@ -56,6 +56,7 @@ type options struct {
 	retryBackoff      time.Duration
 	registerer        prometheus.Registerer
 	offerings         *Offerings
+	family            *Family
 	clusterName       string
 	spreadGrace       time.Duration
 }
@@ -120,6 +121,21 @@ func WithRegisterer(reg prometheus.Registerer) Option {
 // own.
 func WithOfferings(r *Offerings) Option {
 	return func(o *options) { o.offerings = r }
+}
+
+// WithUnavailableTTL sets how long a capacity error keeps the pool's
+// offering marked unavailable, so that IncreaseSize fails at once
+// ([DefaultUnavailableTTL]). Zero disables the memory.
+func WithUnavailableTTL(d time.Duration) Option {
+	return func(o *options) { o.unavailableTTL = d }
+}
+
+// WithFamily makes the pool one node group of a pool of several
+// offerings (config.Pool.OfferingGroups): f joins the groups of the
+// configured pool, named cfg.FamilyName(), which share its servers, min
+// and max (see [Family]). Without it the pool is a family of its own.
+func WithFamily(f *Family) Option {
+	return func(o *options) { o.family = f }
 }
 
 // WithClusterName names the cluster the pool belongs to. The pool's server

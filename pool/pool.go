@@ -94,6 +94,9 @@ type Pool struct {
 	log       *zap.Logger
 	metrics   *metrics.Set
 	offerings *Offerings
+	// family joins the node groups of the pool's offerings; nil: the
+	// pool is a family of its own (WithFamily).
+	family *Family
 	// spread holds the spread groups the pool created; used while the
 	// settings say SpreadGroups, and swept until it has no group left.
 	spread *spreadGroups
@@ -153,6 +156,9 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	}
 	set, errs := newSettings(cfg, deps, o.clusterName)
 	errs = append(errs, checkOptions(cfg.Name, &o)...)
+	if o.family != nil && o.family.name != cfg.FamilyName() {
+		errs = append(errs, fmt.Errorf("pool %q: family %q is not the pool's %q", cfg.Name, o.family.name, cfg.FamilyName()))
+	}
 	m, err := metrics.New(o.registerer)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("pool %q: %w", cfg.Name, err))
@@ -165,7 +171,7 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	if offerings == nil {
 		offerings = newOfferings(o.clock, m)
 	}
-	own := map[string]string{config.LabelNodeGroup: cfg.Name}
+	own := map[string]string{config.LabelNodeGroup: cfg.FamilyName()}
 	if v, ok := cfg.ServerLabels[config.LabelCluster]; ok {
 		own[config.LabelCluster] = v
 	}
@@ -175,6 +181,7 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 		log:       o.logger.Named("pool").With(zap.String("pool", cfg.Name)),
 		metrics:   m,
 		offerings: offerings,
+		family:    o.family,
 		ownLabels: own,
 		createSem: make(chan struct{}, o.createConcurrency),
 		deleteSem: make(chan struct{}, o.deleteConcurrency),
@@ -191,6 +198,9 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	}
 	p.cfg.Name = cfg.Name
 	p.set.Store(set)
+	if p.family != nil {
+		p.family.join(p)
+	}
 	p.publishBounds(set)
 	return p, nil
 }
@@ -209,8 +219,12 @@ func (ps *problems) add(format string, args ...any) {
 // the labels that tie its servers to the pool and the cluster.
 func checkConfig(cfg *config.Pool, clusterName string) []error {
 	ps := problems{pool: cfg.Name}
-	if err := config.CheckPoolName(cfg.Name); err != nil {
+	family := cfg.FamilyName()
+	if err := config.CheckPoolName(family); err != nil {
 		ps.errs = append(ps.errs, fmt.Errorf("pool: %w", err))
+	}
+	if i := cfg.OfferingIndex(); i < 0 || cfg.Name != config.GroupID(family, cfg.PoolOfferings(), i) {
+		ps.add("server type %s in location %s is not an offering of pool %q, or the name is not its node group's", cfg.ServerType, cfg.Location, family)
 	}
 	if cfg.MinSize < 0 {
 		ps.add("min size %d is negative", cfg.MinSize)
@@ -224,8 +238,8 @@ func checkConfig(cfg *config.Pool, clusterName string) []error {
 	if cfg.Location == "" {
 		ps.add("location is empty")
 	}
-	if cfg.ServerLabels[config.LabelNodeGroup] != cfg.Name {
-		ps.add("server label %s is %q, want the pool name", config.LabelNodeGroup, cfg.ServerLabels[config.LabelNodeGroup])
+	if cfg.ServerLabels[config.LabelNodeGroup] != family {
+		ps.add("server label %s is %q, want the pool name %q", config.LabelNodeGroup, cfg.ServerLabels[config.LabelNodeGroup], family)
 	}
 	if clusterName != "" && cfg.ServerLabels[config.LabelCluster] != clusterName {
 		ps.add("server label %s is %q, want the cluster name %q", config.LabelCluster, cfg.ServerLabels[config.LabelCluster], clusterName)
@@ -292,15 +306,17 @@ func checkOptions(pool string, o *options) []error {
 // Name returns the pool's name.
 func (p *Pool) Name() string { return p.cfg.Name }
 
-// MinSize returns the configured minimum size; 0 once removed.
+// MinSize returns the configured minimum size; 0 once removed. In a
+// pool of several offerings, the share of the pool's min this offering's
+// group must hold (see [Family]).
 func (p *Pool) MinSize() int {
-	minSize, _ := p.current().bounds()
+	minSize, _ := p.familyBounds()
 	return minSize
 }
 
 // MaxSize returns the configured maximum size; 0 once removed.
 func (p *Pool) MaxSize() int {
-	_, maxSize := p.current().bounds()
+	_, maxSize := p.familyBounds()
 	return maxSize
 }
 
@@ -336,7 +352,7 @@ func (p *Pool) viewLocked() *servercache.Snapshot {
 func (p *Pool) targetLocked(snap *servercache.Snapshot) int {
 	n := 0
 	if snap != nil {
-		for _, s := range snap.Pool(p.cfg.Name) {
+		for _, s := range p.members(snap) {
 			if _, owned := p.claims[s.Name]; owned {
 				continue // counted as its claim below
 			}
@@ -444,6 +460,9 @@ func (p *Pool) Close(ctx context.Context) error {
 		err = fmt.Errorf("pool %q: close: cancelled work in flight: %w", p.cfg.Name, ctx.Err())
 	}
 	p.metrics.ForgetPool(p.cfg.Name)
+	if p.family != nil {
+		p.family.leave(p)
+	}
 	return err
 }
 

@@ -76,7 +76,7 @@ func (p *Pool) Resume() int {
 		p.mu.Unlock()
 		return 0
 	}
-	servers := snap.Pool(p.cfg.Name)
+	servers := p.members(snap)
 	set := p.current()
 	listed := make(map[int64]bool, len(servers))
 	var started []*claim

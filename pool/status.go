@@ -42,7 +42,7 @@ func (p *Pool) view() ([]Instance, Status) {
 	snap := p.viewLocked()
 	var out []Instance
 	if snap != nil {
-		for _, s := range snap.Pool(p.cfg.Name) {
+		for _, s := range p.members(snap) {
 			if _, owned := p.claims[s.Name]; owned {
 				continue
 			}

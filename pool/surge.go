@@ -55,6 +55,9 @@ func (p *Pool) Surge(ctx context.Context, replaces int64, maxSurge int) (name st
 	if maxSurge < 0 {
 		return "", fmt.Errorf("pool %q: %w: max surge must not be negative, got %d", p.cfg.Name, ErrInvalidDelta, maxSurge)
 	}
+	unlock := p.lockFamily()
+	defer unlock()
+	otherT, otherD := p.others()
 	set, err := p.lockForClaims(ctx)
 	if err != nil {
 		return "", err
@@ -65,8 +68,8 @@ func (p *Pool) Surge(ctx context.Context, replaces int64, maxSurge int) (name st
 		p.log.Debug("surge already requested", zap.Int64("replaces", replaces), zap.String("server", existing))
 		return existing, nil
 	}
-	target := p.targetLocked(snap)
-	deleting := p.deletesInFlightLocked(snap)
+	target := p.targetLocked(snap) + otherT
+	deleting := p.deletesInFlightLocked(snap) + otherD
 	if maxSize := set.cfg.MaxSize; target+deleting+1 > maxSize+maxSurge {
 		p.mu.Unlock()
 		if deleting > 0 {
@@ -104,7 +107,7 @@ func (p *Pool) replacementLocked(snap *servercache.Snapshot, replaces int64) str
 	if snap == nil {
 		return ""
 	}
-	for _, s := range snap.Pool(p.cfg.Name) {
+	for _, s := range p.members(snap) {
 		if _, owned := p.claims[s.Name]; owned || p.deletingLocked(s) {
 			continue // a claim's server is its claim's, judged above
 		}
@@ -148,7 +151,7 @@ func (p *Pool) Servers() []servercache.Server {
 		return nil
 	}
 	var out []servercache.Server
-	for _, s := range snap.Pool(p.cfg.Name) {
+	for _, s := range p.members(snap) {
 		if p.deletingLocked(s) {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -88,7 +89,8 @@ func templateNode(cfg *config.Pool, st *servercache.ServerType) (*corev1.Node, e
 	if st.Arch == "" {
 		return nil, fmt.Errorf("pool %q: template node: server type %s has an unknown architecture", cfg.Name, st.Name)
 	}
-	name := cfg.Name + templateNameSuffix
+	// A later offering's group ID has an '@', which no node name has.
+	name := strings.ReplaceAll(cfg.Name, config.GroupSeparator, "-") + templateNameSuffix
 	labels := map[string]string{
 		labelHostname:         name,
 		labelInstanceType:     st.Name,
@@ -101,7 +103,7 @@ func templateNode(cfg *config.Pool, st *servercache.ServerType) (*corev1.Node, e
 		labelOS:               "linux",
 		labelCSILocation:      cfg.Location,
 		labelProvidedBy:       providedByCloud,
-		config.LabelNodeGroup: cfg.Name,
+		config.LabelNodeGroup: cfg.FamilyName(),
 	}
 	for k, v := range cfg.Labels {
 		labels[k] = v

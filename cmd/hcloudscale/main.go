@@ -37,6 +37,7 @@ func commands() []command {
 		{name: "demo", summary: "scale pools against an in-memory Hetzner Cloud API: no token, no cluster", run: runDemo},
 		{name: "serve", summary: "serve the Cluster Autoscaler's externalgrpc protocol", run: runServe},
 		{name: "validate", summary: "check a configuration, offline or against the API (--online), and print the plan per pool", run: runValidate},
+		{name: "priorities", summary: "print the priority expander's ConfigMap that makes the autoscaler try each pool's offerings in order", run: runPriorities},
 		{name: "status", summary: "show pools, servers by state, errors and the API budget left", run: runStatus},
 		{name: "replace", summary: "show which nodes the node lifecycle replaces now, why, and what blocks the rest (--plan)", run: runReplace},
 		{name: "scale", summary: "set a pool's size by hand and wait until its servers run", run: runScale},

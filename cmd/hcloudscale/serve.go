@@ -21,6 +21,7 @@ import (
 	"github.com/hcloudscale/hcloudscale/externalgrpc"
 	"github.com/hcloudscale/hcloudscale/lifecycle"
 	"github.com/hcloudscale/hcloudscale/nodecache"
+	"github.com/hcloudscale/hcloudscale/pool"
 )
 
 // serveFlags are the flags of hcloudscale serve.
@@ -38,6 +39,7 @@ type serveFlags struct {
 	drainTimeout                 time.Duration
 	shutdownTimeout              time.Duration
 	listTTL                      time.Duration
+	unavailableTTL               time.Duration
 	pollInterval                 time.Duration
 	leader                       leaderFlags
 	labels                       labelFlags
@@ -65,6 +67,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.DurationVar(&f.rpcTimeout, "rpc-timeout", externalgrpc.DefaultCallTimeout, "bound on the work of one call; keep it below the autoscaler's grpc_timeout (5s)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long calls in progress may finish before the service stops")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 2*time.Minute, "on SIGTERM, how long server creates in flight may run to a safe point before they are cancelled")
+	fs.DurationVar(&f.unavailableTTL, "unavailable-ttl", pool.DefaultUnavailableTTL, "how long a capacity error (a server type sold out in a location, a full placement group) keeps that offering from scale-ups; a pool's next offering is used meanwhile")
 	fs.DurationVar(&f.listTTL, "list-ttl", hcloudscale.DefaultListTTL, "base time between two listings of the project's servers: changes made by others (a server deleted in the console, a power cycle) show after it; the listing budget of 180 requests per hour makes it at least 20s per page of 50 servers")
 	fs.DurationVar(&f.pollInterval, "poll-interval", hcloudscale.DefaultPollInterval, "shortest time between two polls of the actions of creates and deletes in flight; the other pauses of the action waiter and of server status polls are multiples of it; at least 100ms")
 	f.leader.register(fs)
@@ -151,7 +154,7 @@ func (f *serveFlags) check() error {
 		name  string
 		value time.Duration
 	}{{"rpc-timeout", f.rpcTimeout}, {"drain-timeout", f.drainTimeout}, {"shutdown-timeout", f.shutdownTimeout},
-		{"list-ttl", f.listTTL}, {"poll-interval", f.pollInterval}} {
+		{"list-ttl", f.listTTL}, {"poll-interval", f.pollInterval}, {"unavailable-ttl", f.unavailableTTL}} {
 		if d.value <= 0 {
 			errs = append(errs, fmt.Errorf("--%s %s: must be positive", d.name, d.value))
 		}
@@ -297,7 +300,7 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 	// A configuration file is read again at the autoscaler's Refresh,
 	// which only the leader answers.
 	cluster, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithRegisterer(reg),
-		hcloudscale.WithListTTL(f.listTTL), hcloudscale.WithPollInterval(f.pollInterval),
+		hcloudscale.WithListTTL(f.listTTL), hcloudscale.WithPollInterval(f.pollInterval), hcloudscale.WithUnavailableTTL(f.unavailableTTL),
 		hcloudscale.WithFence(lead.fence()),
 		hcloudscale.WithResumeWhen(lead.leads),
 		hcloudscale.WithConfigFileReload(env, *f.nodes, cfg))

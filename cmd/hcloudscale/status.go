@@ -61,7 +61,14 @@ type poolStatus struct {
 	// Removed is true for a pool that is no longer configured but still
 	// has servers: no scale-up, the autoscaler deletes its nodes as they
 	// become unneeded.
-	Removed    bool   `json:"removed,omitempty"`
+	Removed bool `json:"removed,omitempty"`
+	// Pool is the configured pool the node group belongs to: the same as
+	// Name, or for a later offering's group the part before '@'.
+	Pool string `json:"pool"`
+	// Available says whether the group's offering may be scaled up now:
+	// configured, and no capacity error or sold-out catalogue entry
+	// remembered for it.
+	Available  bool   `json:"available"`
 	ServerType string `json:"serverType"`
 	Location   string `json:"location"`
 	MinSize    int    `json:"minSize"`
@@ -238,7 +245,8 @@ func newPoolStatus(p *pool.Pool, t *servercache.ServerType) poolStatus {
 	pc := p.Config()
 	st := p.Status()
 	ps := poolStatus{
-		Name: p.Name(), Removed: p.Removed(), ServerType: pc.ServerType, Location: pc.Location,
+		Name: p.Name(), Removed: p.Removed(), Pool: pc.FamilyName(), Available: p.Available(),
+		ServerType: pc.ServerType, Location: pc.Location,
 		MinSize: st.MinSize, MaxSize: st.MaxSize, Target: st.Target,
 		Running: st.Running, Creating: creatingOnly(st), Deleting: st.Deleting, Failed: st.Failed,
 		PendingClaims: st.PendingClaims,
@@ -389,6 +397,9 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 		off := p.Offering
 		if p.OrderableUntil != nil {
 			off += " until " + p.OrderableUntil.Format(time.DateOnly)
+		}
+		if !p.Available && !p.Removed && off != "unavailable" {
+			off += ", sold out (capacity error)"
 		}
 		name := p.Name
 		if p.Removed {

@@ -63,11 +63,13 @@ func TestStatus(t *testing.T) {
 	}
 	res := decodeJSON[statusResult](t, r)
 	want := []poolStatus{
-		{Name: "workers", ServerType: "cpx31", Location: "fsn1", MinSize: 0, MaxSize: 10, Target: 5,
+		{Name: "workers", Pool: "workers", Available: true, ServerType: "cpx31", Location: "fsn1", MinSize: 0, MaxSize: 10, Target: 5,
 			Running: 3, Creating: 1, Failed: 1, Offering: "available"},
-		{Name: "arm-batch", ServerType: "cax21", Location: "nbg1", MinSize: 0, MaxSize: 5, Target: 1,
+		{Name: "arm-batch", Pool: "arm-batch", Available: true, ServerType: "cax21", Location: "nbg1", MinSize: 0, MaxSize: 5, Target: 1,
 			Running: 1, Offering: "available"},
-		{Name: "arm-batch-hel1", ServerType: "cax21", Location: "hel1", MinSize: 0, MaxSize: 5, Offering: "available"},
+		{Name: "arm-batch-hel1", Pool: "arm-batch-hel1", Available: true, ServerType: "cax21", Location: "hel1", MinSize: 0, MaxSize: 5, Offering: "available"},
+		{Name: "arm-batch-hel1@cax31-hel1", Pool: "arm-batch-hel1", Available: true, ServerType: "cax31", Location: "hel1", MinSize: 0, MaxSize: 5, Offering: "available"},
+		{Name: "arm-batch-hel1@cax21-fsn1", Pool: "arm-batch-hel1", Available: true, ServerType: "cax21", Location: "fsn1", MinSize: 0, MaxSize: 5, Offering: "available"},
 	}
 	// Drift has a test of its own: servers added by hand differ in much.
 	if diff := cmp.Diff(want, res.Pools, cmpopts.IgnoreFields(poolStatus{}, "Instances", "Unavailable", "Drifted")); diff != "" {
@@ -273,12 +275,56 @@ func TestStatusShowsSpreadGroups(t *testing.T) {
 	for _, ps := range decodeJSON[statusResult](t, r).Pools {
 		got[ps.Name] = ps.SpreadGroups
 	}
-	want := map[string][]spreadGroupStatus{"arm-batch": {{ID: own, Name: "arm-batch-spread-1", Servers: 2}}, "workers": nil, "arm-batch-hel1": nil}
+	want := map[string][]spreadGroupStatus{"arm-batch": {{ID: own, Name: "arm-batch-spread-1", Servers: 2}}, "workers": nil, "arm-batch-hel1": nil,
+		"arm-batch-hel1@cax31-hel1": nil, "arm-batch-hel1@cax21-fsn1": nil}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("spread groups (-want +got):\n%s", diff)
 	}
 	text := runCmd(t, runStatus, p.env(t, nil), exampleNodes...)
 	if !strings.Contains(text.stdout, "Spread placement groups\n  arm-batch: arm-batch-spread-1 2/10\n") {
 		t.Errorf("status output lacks the spread groups:\n%s", text.stdout)
+	}
+}
+
+// TestStatusShowsOfferings: each offering of a pool is a row of its own,
+// with the pool it belongs to, the servers running on it and whether it
+// can be scaled up now.
+func TestStatusShowsOfferings(t *testing.T) {
+	t.Parallel()
+	p := newFakeProject(t)
+	if err := p.api.SetServerTypeAvailable("cax21", "hel1", false); err != nil {
+		t.Fatal(err)
+	}
+	addServers(t, p,
+		hcloudtest.ServerInfo{Name: "hel-1", ServerType: "cax31", Location: "hel1", Labels: poolLabels("arm-batch-hel1", "prod")},
+		hcloudtest.ServerInfo{Name: "hel-2", ServerType: "cax21", Location: "fsn1", Labels: poolLabels("arm-batch-hel1", "prod")},
+		hcloudtest.ServerInfo{Name: "hel-3", ServerType: "cax21", Location: "fsn1", Labels: poolLabels("arm-batch-hel1", "prod")},
+	)
+	r := runCmd(t, runStatus, p.env(t, nil), append([]string{"-o", "json"}, exampleNodes...)...)
+	if r.code != exitOK {
+		t.Fatalf("status = %d, want %d; stderr:\n%s", r.code, exitOK, r.stderr)
+	}
+	type row struct {
+		Pool, Type, Location string
+		Available            bool
+		Servers              []string
+	}
+	got := map[string]row{}
+	for _, ps := range decodeJSON[statusResult](t, r).Pools {
+		rw := row{Pool: ps.Pool, Type: ps.ServerType, Location: ps.Location, Available: ps.Available}
+		for _, in := range ps.Instances {
+			rw.Servers = append(rw.Servers, in.Name)
+		}
+		got[ps.Name] = rw
+	}
+	want := map[string]row{
+		"workers":                   {Pool: "workers", Type: "cpx31", Location: "fsn1", Available: true},
+		"arm-batch":                 {Pool: "arm-batch", Type: "cax21", Location: "nbg1", Available: true},
+		"arm-batch-hel1":            {Pool: "arm-batch-hel1", Type: "cax21", Location: "hel1"},
+		"arm-batch-hel1@cax31-hel1": {Pool: "arm-batch-hel1", Type: "cax31", Location: "hel1", Available: true, Servers: []string{"hel-1"}},
+		"arm-batch-hel1@cax21-fsn1": {Pool: "arm-batch-hel1", Type: "cax21", Location: "fsn1", Available: true, Servers: []string{"hel-2", "hel-3"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("offerings (-want +got):\n%s", diff)
 	}
 }

@@ -1,0 +1,246 @@
+package pool
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/servercache"
+)
+
+// Family joins the node groups of one configured pool, one per offering
+// (config.Pool.OfferingGroups): they share the pool's servers (all carry
+// its config.LabelNodeGroup label), its min and its max.
+//
+// A server belongs to the group of its server type and location. The
+// group of an offering taken out of the list is removed (min and max 0,
+// no scale-up, see [Pool.Remove]) and keeps its servers until they are
+// gone. A server on no offering of the pool (its type changed since the
+// server was created, or a removed offering's group is gone after a
+// restart) belongs to the first offering's group, as it did before the
+// pool had offerings, where drift reports it.
+//
+// The bounds hold across the family: every check of a member's max
+// (IncreaseSize, AtomicIncreaseSize, Surge) and min (DeleteInstances)
+// runs under mu and counts the other members' targets and deletes in
+// flight, so two groups scaled at once never take the pool past its max
+// nor below its min. mu is taken before a member's own lock, never while
+// one is held.
+type Family struct {
+	name string
+	mu   sync.Mutex // serialises the members' bound checks
+	// members is replaced, never changed, when a pool joins or leaves;
+	// read without a lock.
+	members atomic.Pointer[[]*Pool]
+	joinMu  sync.Mutex // guards replacing members
+}
+
+// NewFamily returns an empty family for the pool of that name. Give it to
+// the pool of every offering with [WithFamily].
+func NewFamily(name string) *Family {
+	f := &Family{name: name}
+	f.members.Store(&[]*Pool{})
+	return f
+}
+
+// Name returns the name of the family's pool.
+func (f *Family) Name() string { return f.name }
+
+// Members returns the family's node groups in the order of the first
+// offering's configured offerings, then any others (removed offerings).
+func (f *Family) Members() []*Pool {
+	ms := slices.Clone(*f.members.Load())
+	var order []config.Offering
+	for _, m := range ms {
+		if m.cfg.Name == f.name {
+			order = m.current().cfg.PoolOfferings()
+		}
+	}
+	rank := func(p *Pool) int {
+		set := p.current()
+		if i := slices.Index(order, config.Offering{ServerType: set.cfg.ServerType, Location: set.cfg.Location}); i >= 0 && (i == 0) == (p.cfg.Name == f.name) {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(ms, func(a, b *Pool) int { return rank(a) - rank(b) })
+	return ms
+}
+
+func (f *Family) join(p *Pool) {
+	f.joinMu.Lock()
+	defer f.joinMu.Unlock()
+	ms := append(slices.Clone(*f.members.Load()), p)
+	f.members.Store(&ms)
+}
+
+func (f *Family) leave(p *Pool) {
+	f.joinMu.Lock()
+	defer f.joinMu.Unlock()
+	ms := slices.DeleteFunc(slices.Clone(*f.members.Load()), func(m *Pool) bool { return m == p })
+	f.members.Store(&ms)
+}
+
+// owner returns the member a listed server of the family belongs to, nil
+// when no member takes it.
+func (f *Family) owner(s *servercache.Server) *Pool {
+	var first, removed *Pool
+	for _, m := range *f.members.Load() {
+		if m.cfg.Name == f.name {
+			first = m
+			continue
+		}
+		set := m.current()
+		if set.cfg.ServerType != s.ServerType || set.cfg.Location != s.Location {
+			continue
+		}
+		if !set.removed {
+			return m
+		}
+		removed = m
+	}
+	if removed != nil {
+		return removed
+	}
+	return first
+}
+
+// lockFamily takes the family's check lock; the returned func releases
+// it and may be called again, doing nothing. A pool without a family
+// locks nothing.
+func (p *Pool) lockFamily() func() {
+	if p.family == nil {
+		return func() {}
+	}
+	p.family.mu.Lock()
+	return sync.OnceFunc(p.family.mu.Unlock)
+}
+
+// others returns what the family's other members hold: their targets and
+// their deletes in flight. Call it with the family's lock held (it takes
+// each member's own lock in turn) and without p.mu.
+func (p *Pool) others() (target, deleting int) {
+	if p.family == nil {
+		return 0, 0
+	}
+	for _, m := range *p.family.members.Load() {
+		if m == p {
+			continue
+		}
+		t, d := m.used()
+		target += t
+		deleting += d
+	}
+	return target, deleting
+}
+
+// used returns the pool's target and its deletes in flight, as of one
+// instant.
+func (p *Pool) used() (target, deleting int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	snap := p.viewLocked()
+	return p.targetLocked(snap), p.deletesInFlightLocked(snap)
+}
+
+// Family returns the node groups of the pool's offerings (see [Family]):
+// the pool alone when it has no family.
+func (p *Pool) Family() []*Pool {
+	if p.family == nil {
+		return []*Pool{p}
+	}
+	return p.family.Members()
+}
+
+// OwnerOf returns the node group of the pool's family that a listed
+// server of the family belongs to (see [Family]): p itself when it has no
+// family, nil when no group takes it. It takes no lock and allocates
+// nothing.
+func (p *Pool) OwnerOf(s *servercache.Server) *Pool {
+	if p.family == nil {
+		return p
+	}
+	return p.family.owner(s)
+}
+
+// member reports whether a listed server is one of the pool's.
+func (p *Pool) member(s *servercache.Server) bool {
+	if p.family == nil {
+		return s.Pool == p.cfg.Name
+	}
+	return s.Pool == p.family.name && p.family.owner(s) == p
+}
+
+// members returns the pool's servers in snap.
+func (p *Pool) members(snap *servercache.Snapshot) []*servercache.Server {
+	if p.family == nil {
+		return snap.Pool(p.cfg.Name)
+	}
+	all := snap.Pool(p.family.name)
+	if len(*p.family.members.Load()) == 1 {
+		return all
+	}
+	out := make([]*servercache.Server, 0, len(all))
+	for _, s := range all {
+		if p.family.owner(s) == p {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Available reports whether the pool's offering may be scaled up now: it
+// is configured and no capacity error (or sold-out catalogue entry) of its
+// server type in its location, or of its placement group, is remembered.
+func (p *Pool) Available() bool {
+	set := p.current()
+	return !set.removed && p.offerings.check(set.cfg.ServerType, set.cfg.Location, placementKey(&set.cfg)) == nil
+}
+
+// multi reports whether the pool is one of several offerings.
+func (p *Pool) multi() bool { return p.family != nil && len(*p.family.members.Load()) > 1 }
+
+// firstAvailable returns the member of the family on the first offering
+// that is configured and not remembered as unavailable; the first
+// offering's member when none is.
+func (p *Pool) firstAvailable() *Pool {
+	ms := p.family.Members()
+	for _, m := range ms {
+		set := m.current()
+		if !set.removed && m.offerings.check(set.cfg.ServerType, set.cfg.Location, placementKey(&set.cfg)) == nil {
+			return m
+		}
+	}
+	if len(ms) > 0 {
+		return ms[0]
+	}
+	return p
+}
+
+// familyBounds returns the min and max size the pool reports: those of its
+// configuration for a pool of one offering; for one of several, the
+// pool's bounds less what the other offerings hold (see [Family]). An
+// offering remembered as unavailable reports its target as max, so the
+// autoscaler skips it without a failed scale-up; only the first available
+// offering takes a deficit below the pool's min.
+func (p *Pool) familyBounds() (minSize, maxSize int) {
+	set := p.current()
+	minSize, maxSize = set.bounds()
+	if !p.multi() {
+		return minSize, maxSize
+	}
+	unlock := p.lockFamily()
+	defer unlock()
+	oT, oD := p.others()
+	own := p.TargetSize()
+	maxSize = max(own, maxSize-oT-oD)
+	if set.removed || p.offerings.check(set.cfg.ServerType, set.cfg.Location, placementKey(&set.cfg)) != nil {
+		maxSize = own
+	}
+	minSize = max(0, minSize-oT)
+	if p.firstAvailable() != p {
+		minSize = min(minSize, own)
+	}
+	return minSize, maxSize
+}
