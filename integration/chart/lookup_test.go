@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,15 +96,18 @@ func firstChart(t *testing.T) earlierChart {
 }
 
 // TestUpgradeKeepsWhatLookupFinds installs the first chart on the real API
-// server with Helm's library, as its README said, under a release name
-// whose full name is not the old Lease name, plays cert-manager (the
-// client Secret holds a certificate with only CN=cluster-autoscaler), and
+// server with Helm's library, as its README said, under a release whose
+// full name is not the old Lease name, plays cert-manager (the client
+// Secret holds a certificate with only CN=cluster-autoscaler), and
 // upgrades with this README's command twice, the second time with a value
 // that rolls the pods. Each upgrade must keep the Lease the running pods
-// hold, pin the autoscaler's old certificate (read from the cluster, then
-// from the pins Secret once cert-manager reissued the client Secret), and
-// serve, run as the upgraded pod, must accept the autoscaler's old
-// certificate and refuse another certificate with the same old name.
+// hold and pin the autoscaler's old certificate (read from the cluster,
+// then from the pins Secret once cert-manager reissued the client Secret).
+// Each revision's pod runs as a process behind a forwarder that plays the
+// Service, rolled as the Deployment rolls (the new pod serving before the
+// old one stops), while the autoscaler, with its old certificate, calls
+// all along: no call may fail. The last pod also takes the reissued
+// certificate and refuses another certificate of the old name.
 func TestUpgradeKeepsWhatLookupFinds(t *testing.T) {
 	s := withCRDs(t)
 	const name, ns = "autoscaling", "lookup-first"
@@ -113,8 +119,7 @@ func TestUpgradeKeepsWhatLookupFinds(t *testing.T) {
 	install.Values = append(install.Values, "hcloud.network=k8s")
 	rel := helmInstall(t, cfg, first.chart, name, ns, mergeValues(t, install))
 	objs := decode(t, rel.Manifest)
-	dep := one[*appsv1.Deployment](t, objs, "Deployment")
-	if got := flags(dep.Spec.Template.Spec.Containers[0].Args)["leader-elect-resource-name"]; len(got) != 1 || got[0] != "hcloudscale" {
+	if got := flags(one[*appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args)["leader-elect-resource-name"]; len(got) != 1 || got[0] != "hcloudscale" {
 		t.Fatalf("chart %s: --leader-elect-resource-name %q; want the first chart's hcloudscale", first.version, got)
 	}
 	svc := one[*corev1.Service](t, objs, "Service")
@@ -125,34 +130,24 @@ func TestUpgradeKeepsWhatLookupFinds(t *testing.T) {
 	clientSecret := svc.Name + "-client-tls"
 	putTLSSecret(t, admin, ns, clientSecret, oldCert, oldKey, certs.caPEM)
 
+	pods := &podRunner{s: s, ns: ns, certs: certs, fake: hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(10 * time.Millisecond))}
+	t.Cleanup(pods.fake.Close)
+	svcAddr := newForwarder(t)
+	pod := pods.start(t, objs)
+	svcAddr.route(pod.addr)
+	calls := startCalling(t, svcAddr.addr(), host, certs.pool, oldCert, oldKey)
+	calls.waitMore(t, 5)
+
 	rel = helmUpgrade(t, cfg, name, ns)
-	checkKept(t, s, rel, ns, oldCert)
+	pod = pods.roll(t, svcAddr, pod, checkKept(t, s, rel, ns, oldCert), calls)
 	// cert-manager reissues the client Secret for the Certificate the
 	// upgrade changed; the autoscaler still holds the old one in memory.
-	newName := clientCertName(t, decode(t, rel.Manifest))
-	newCert, newKey := certs.issue(t, "", []string{newName}, x509.ExtKeyUsageClientAuth)
+	newCert, newKey := certs.issue(t, "", []string{clientCertName(t, decode(t, rel.Manifest))}, x509.ExtKeyUsageClientAuth)
 	putTLSSecret(t, admin, ns, clientSecret, newCert, newKey, certs.caPEM)
 	rel = helmUpgrade(t, cfg, name, ns, "serve.logLevel=debug")
-	objs = checkKept(t, s, rel, ns, oldCert)
+	pod = pods.roll(t, svcAddr, pod, checkKept(t, s, rel, ns, oldCert), calls)
+	calls.stop(t)
 
-	// The upgraded pod, run as a process: the autoscaler's old
-	// certificate is let in, the new one too, and another certificate
-	// of the old name is refused.
-	fake := hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(10 * time.Millisecond))
-	t.Cleanup(fake.Close)
-	dep = one[*appsv1.Deployment](t, objs, "Deployment")
-	cc, err := loadRenderedConfig(t, objs, dep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addProjectObjects(t, fake, cc)
-	root := t.TempDir()
-	pod := dep.Spec.Template.Spec
-	writePodVolumes(t, objs, pod, root, fake.Token(), certs)
-	args, env := podProcess{Root: root, Kubeconfig: s.ServiceAccountKubeconfig(t, ns, pod.ServiceAccountName), Endpoint: fake.URL(),
-		PodName: "autoscaling-hcloudscale-5d8f7-q2x9k", Namespace: ns}.command(t, pod.Containers[0])
-	proc := startServe(t, args, env)
-	addr, _ := proc.waitLog(t, "serving")["listen"].(string)
 	strangerCert, strangerKey := certs.issue(t, "cluster-autoscaler", nil, x509.ExtKeyUsageClientAuth)
 	for _, tc := range []struct {
 		name      string
@@ -163,12 +158,83 @@ func TestUpgradeKeepsWhatLookupFinds(t *testing.T) {
 		{"the reissued certificate", newCert, newKey, true},
 		{"another certificate of the old name", strangerCert, strangerKey, false},
 	} {
-		err := callNodeGroups(t, addr, host, certs.pool, tc.cert, tc.key)
+		err := callNodeGroups(t, pod.addr, host, certs.pool, tc.cert, tc.key)
 		if tc.accepted != (err == nil) {
-			t.Errorf("%s: NodeGroups: %v; want accepted: %v; log:\n%s", tc.name, err, tc.accepted, proc.logs)
+			t.Errorf("%s: NodeGroups: %v; want accepted: %v; log:\n%s", tc.name, err, tc.accepted, pod.proc.logs)
 		}
 	}
-	proc.terminate(t)
+	pod.proc.terminate(t)
+}
+
+// podRunner runs the pods of a release's revisions as processes, one
+// after the other, against one fake project.
+type podRunner struct {
+	s     *apiserver.Server
+	ns    string
+	certs *testCerts
+	fake  *hcloudtest.Server
+	n     int
+}
+
+// runningPod is a revision's pod serving at addr.
+type runningPod struct {
+	proc *serveProcess
+	addr string
+}
+
+// start runs the Deployment's pod of objs with the server certificate of
+// the runner's CA, the volumes under a directory of its own.
+func (r *podRunner) start(t *testing.T, objs []*unstructured.Unstructured) runningPod {
+	t.Helper()
+	dep := one[*appsv1.Deployment](t, objs, "Deployment")
+	if r.n == 0 {
+		cc, err := loadRenderedConfig(t, objs, dep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addProjectObjects(t, r.fake, cc)
+	}
+	r.n++
+	root := t.TempDir()
+	pod := dep.Spec.Template.Spec
+	writePodVolumes(t, objs, pod, root, r.fake.Token(), r.certs)
+	args, env := podProcess{Root: root, Kubeconfig: r.s.ServiceAccountKubeconfig(t, r.ns, pod.ServiceAccountName), Endpoint: r.fake.URL(),
+		PodName: fmt.Sprintf("%s-5d8f7-pod%d", dep.Name, r.n), Namespace: r.ns}.command(t, pod.Containers[0])
+	proc := startServe(t, args, env)
+	addr, _ := proc.waitLog(t, "serving")["listen"].(string)
+	return runningPod{proc: proc, addr: addr}
+}
+
+// roll replaces old by the pod of objs as the Deployment's rolling update
+// does (maxSurge 1, maxUnavailable 0): the new pod serves, the Service
+// routes to both, the old pod stops and the Service routes to the new one
+// only, which must then answer the calls.
+func (r *podRunner) roll(t *testing.T, svc *forwarder, old runningPod, objs []*unstructured.Unstructured, calls *caller) runningPod {
+	t.Helper()
+	next := r.start(t, objs)
+	svc.route(old.addr, next.addr)
+	calls.waitMore(t, 3)
+	// The endpoint of a terminating pod leaves the Service as it is
+	// told to stop; its open connections stay until it closes them.
+	svc.route(next.addr)
+	old.proc.terminate(t)
+	calls.waitMore(t, 5)
+	checkNoHandshakeRefused(t, old)
+	next.proc.waitLog(t, "leading: changes are let in")
+	if m := get(t, "http://"+next.proc.logs.find("serving")["metrics_listen"].(string)+"/metrics"); !strings.Contains(m, "hcloudscale_externalgrpc_requests_total{") {
+		t.Errorf("the new pod answered no call after the old one stopped; its metrics:\n%s", grepLines(m, "hcloudscale_tls_handshake_failures_total"))
+	}
+	checkNoHandshakeRefused(t, next)
+	return next
+}
+
+// checkNoHandshakeRefused fails the test for every handshake pod refused,
+// as its log says.
+func checkNoHandshakeRefused(t *testing.T, pod runningPod) {
+	t.Helper()
+	if l := pod.proc.logs.find("TLS handshake refused"); l != nil {
+		t.Errorf("a pod refused a handshake: %v", l)
+	}
 }
 
 // checkKept checks a release upgraded from the first chart and returns
@@ -187,9 +253,8 @@ func checkKept(t *testing.T, s *apiserver.Server, rel *releasev1.Release, ns str
 	}
 	pins, err := s.AdminClient(t).CoreV1().Secrets(ns).Get(t.Context(), dep.Name+"-pinned-clients", metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("revision %d: the pins Secret: %v", rel.Version, err)
-	}
-	if got := strings.TrimSpace(string(pins.Data["clients.pem"])); got != strings.TrimSpace(string(oldCert)) {
+		t.Errorf("revision %d: the pins Secret: %v", rel.Version, err)
+	} else if got := strings.TrimSpace(string(pins.Data["clients.pem"])); got != strings.TrimSpace(string(oldCert)) {
 		t.Errorf("revision %d: pinned %q; want exactly the autoscaler's old certificate", rel.Version, got)
 	}
 	return objs
@@ -278,4 +343,155 @@ func sharedIssuerNames(t *testing.T, s *apiserver.Server, rel *releasev1.Release
 		t.Fatalf("revision %d: --leader-elect-resource-name %q", rel.Version, lease)
 	}
 	return keptNames{client: name, lease: lease[0]}
+}
+
+// forwarder plays a Service: it forwards each connection to one of its
+// backends, in turn.
+type forwarder struct {
+	ln net.Listener
+	// mu guards backends and n.
+	mu       sync.Mutex
+	backends []string
+	n        int
+}
+
+func newForwarder(t *testing.T) *forwarder {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &forwarder{ln: ln}
+	t.Cleanup(func() { _ = ln.Close() })
+	go f.serve()
+	return f
+}
+
+func (f *forwarder) addr() string { return f.ln.Addr().String() }
+
+// route sends new connections to addrs from now on.
+func (f *forwarder) route(addrs ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.backends = addrs
+}
+
+func (f *forwarder) serve() {
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		go f.pipe(c)
+	}
+}
+
+func (f *forwarder) pipe(c net.Conn) {
+	f.mu.Lock()
+	backend := f.backends[f.n%len(f.backends)]
+	f.n++
+	f.mu.Unlock()
+	b, err := net.Dial("tcp", backend)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	done := make(chan struct{}, 2)
+	for _, p := range [][2]net.Conn{{b, c}, {c, b}} {
+		go func() { _, _ = io.Copy(p[0], p[1]); done <- struct{}{} }()
+	}
+	<-done
+	_ = c.Close()
+	_ = b.Close()
+}
+
+// caller is the autoscaler: one connection with its client certificate,
+// a NodeGroups call every 100 ms, as grpc-go makes them by default (a
+// call fails at once while the connection cannot be made).
+type caller struct {
+	conn *grpc.ClientConn
+	// mu guards ok and failed.
+	mu     sync.Mutex
+	ok     int
+	failed []error
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+func startCalling(t *testing.T, addr, serverName string, roots *x509.CertPool, cert, key []byte) *caller {
+	t.Helper()
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+		Certificates: []tls.Certificate{pair}, RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &caller{conn: conn, quit: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		client := protos.NewCloudProviderClient(conn)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := client.NodeGroups(ctx, &protos.NodeGroupsRequest{})
+			cancel()
+			c.mu.Lock()
+			if err != nil {
+				c.failed = append(c.failed, err)
+			} else {
+				c.ok++
+			}
+			c.mu.Unlock()
+			select {
+			case <-c.quit:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { c.halt() })
+	return c
+}
+
+// waitMore waits for n more answered calls.
+func (c *caller) waitMore(t *testing.T, n int) {
+	t.Helper()
+	c.mu.Lock()
+	want := c.ok + n
+	c.mu.Unlock()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		c.mu.Lock()
+		ok, failed := c.ok, c.failed
+		c.mu.Unlock()
+		if ok >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls answered of the %d awaited in a minute; %d failed, the last with: %v", ok-want+n, n, len(failed), failed[max(0, len(failed)-1):])
+		}
+	}
+}
+
+func (c *caller) halt() {
+	select {
+	case <-c.quit:
+	default:
+		close(c.quit)
+	}
+	<-c.done
+	_ = c.conn.Close()
+}
+
+// stop ends the calls and fails the test for every call that failed.
+func (c *caller) stop(t *testing.T) {
+	t.Helper()
+	c.halt()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.Logf("%d calls answered, %d failed", c.ok, len(c.failed))
+	for _, err := range c.failed {
+		t.Errorf("a call of the autoscaler failed: %v", err)
+	}
 }
