@@ -20,9 +20,14 @@ const (
 	ReasonUnknownAuthority = "unknown_authority"
 	ReasonWrongIdentity    = "wrong_identity"
 	ReasonNoCertificate    = "no_certificate"
+	// ReasonServerCertificateRefused is a client that refused serve's own
+	// certificate (its TLS alert bad_certificate or unknown_ca): the
+	// autoscaler holds a CA that did not sign it, as after a rotation of
+	// the CA's key, since it reads its CA only at start; or it dials
+	// another name than the certificate's.
+	ReasonServerCertificateRefused = "server_certificate_refused"
 	// ReasonOther is any other failed handshake: a certificate for another
-	// use, a client that refuses the server's certificate, a protocol
-	// mismatch, plaintext on the TLS port.
+	// use, a protocol mismatch, plaintext on the TLS port.
 	ReasonOther = "other"
 )
 

@@ -30,13 +30,13 @@ func newTLSMetrics(reg prometheus.Registerer) *tlsMetrics {
 	m := &tlsMetrics{
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "hcloudscale", Subsystem: "tls", Name: "handshake_failures_total",
-			Help: "TLS handshakes of the externalgrpc service refused, by reason: expired, not_yet_valid, unknown_authority, wrong_identity, no_certificate, other.",
+			Help: "TLS handshakes of the externalgrpc service refused, by reason: expired, not_yet_valid, unknown_authority, wrong_identity, no_certificate (the client's certificate); server_certificate_refused (the client did not trust serve's); other.",
 		}, []string{"reason"}),
 		expiry: &expiryCollector{desc: prometheus.NewDesc("hcloudscale_tls_certificate_expiry_timestamp_seconds",
 			"NotAfter of serve's own certificate (cert=server) and of the client certificate of the last accepted handshake (cert=client), in Unix seconds.",
 			[]string{"cert"}, nil)},
 	}
-	for _, r := range []string{ReasonExpired, ReasonNotYetValid, ReasonUnknownAuthority, ReasonWrongIdentity, ReasonNoCertificate, ReasonOther} {
+	for _, r := range []string{ReasonExpired, ReasonNotYetValid, ReasonUnknownAuthority, ReasonWrongIdentity, ReasonNoCertificate, ReasonServerCertificateRefused, ReasonOther} {
 		m.failures.WithLabelValues(r) // every reason from zero, so rate() sees the first failure
 	}
 	if reg == nil {
@@ -106,6 +106,8 @@ func (c *observedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Aut
 			reason, cert := ReasonOther, (*x509.Certificate)(nil)
 			if ce, ok := errors.AsType[*ClientCertError](err); ok {
 				reason, cert = ce.Reason, ce.Cert
+			} else if refusedServerCertificate(err) {
+				reason = ReasonServerCertificateRefused
 			}
 			c.m.failures.WithLabelValues(reason).Inc()
 			c.log.refused(reason, raw.RemoteAddr(), cert, err)
@@ -116,6 +118,21 @@ func (c *observedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.Aut
 		c.m.expiry.client.Store(ti.State.PeerCertificates[0].NotAfter.Unix())
 	}
 	return conn, info, nil
+}
+
+// refusedServerCertificate reports whether the client ended the handshake
+// with the alert a TLS client sends when it does not trust the server's
+// certificate: crypto/tls returns a peer's alert as a *net.OpError of Op
+// "remote error" whose Err is the alert (bad_certificate is what Go's
+// client sends for any verification failure, unknown_ca what others send
+// for an unknown issuer).
+func refusedServerCertificate(err error) bool {
+	op, ok := errors.AsType[*net.OpError](err)
+	if !ok || op.Op != "remote error" || op.Err == nil {
+		return false
+	}
+	alert := op.Err.Error()
+	return alert == "tls: bad certificate" || alert == "tls: unknown certificate authority"
 }
 
 func (c *observedCreds) Clone() credentials.TransportCredentials {

@@ -220,6 +220,36 @@ func TestClientCertificateRefused(t *testing.T) {
 	}
 }
 
+// TestServerCertificateRefusedByTheClient: an autoscaler that holds a CA
+// that did not sign serve's certificate (the CA's key rotated since it
+// started) refuses the handshake; serve counts and logs it with its own
+// reason, not as "other", so the alert can say what to do.
+func TestServerCertificateRefusedByTheClient(t *testing.T) {
+	te := newTLSEnv(t)
+	client := te.clientCert(time.Now().Add(-time.Hour), time.Now().Add(time.Hour), autoscalerName)
+	rotated := te.pki.clientTLS(false)
+	rotated.RootCAs = newPKI(t).pool
+	rotated.Certificates = []tls.Certificate{client}
+	conn, err := grpc.NewClient(te.addr, grpc.WithTransportCredentials(credentials.NewTLS(rotated)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := protos.NewCloudProviderClient(conn).NodeGroups(te.ctx(), &protos.NodeGroupsRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("NodeGroups with another CA: %v; want Unavailable", err)
+	}
+	te.eventually("the refusal counted", 0, func() bool { return te.failures(externalgrpc.ReasonServerCertificateRefused) >= 1 })
+	if other := te.failures(externalgrpc.ReasonOther); other != 0 {
+		t.Errorf("handshakes counted as other: %v; want 0", other)
+	}
+	if n := len(te.logs.FilterField(zap.String("reason", externalgrpc.ReasonServerCertificateRefused)).All()); n != 1 {
+		t.Errorf("log lines with reason %s = %d; want 1", externalgrpc.ReasonServerCertificateRefused, n)
+	}
+	if _, err := te.call(&client); err != nil {
+		t.Errorf("NodeGroups with the CA that signed serve's certificate: %v", err)
+	}
+}
+
 // TestServerCertificateRotationOverGRPC renews serve's own certificate in
 // place: the next connection gets the new one and the expiry metric
 // follows it without a restart.

@@ -296,7 +296,9 @@ func TestDriftRollsEveryNodeOneAtATime(t *testing.T) {
 # HELP hcloudscale_replacements_total Replacements by pool and result: started; done (old server deleted); failed (the replacement did not join or was not created); stopped (the drain did not finish, or the replacement went away).
 # TYPE hcloudscale_replacements_total counter
 hcloudscale_replacements_total{pool="workers",result="done"} 3
+hcloudscale_replacements_total{pool="workers",result="failed"} 0
 hcloudscale_replacements_total{pool="workers",result="started"} 3
+hcloudscale_replacements_total{pool="workers",result="stopped"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hcloudscale_replacements_total"); err != nil {
 		t.Error(err)

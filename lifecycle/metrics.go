@@ -42,9 +42,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
+// results are the values of hcloudscale_replacements_total's result label.
+var results = []string{"started", "done", "failed", "stopped"}
+
 func (m *metrics) observe(p *Plan, w *world) {
 	m.surge.Reset()
 	for _, pv := range w.pools {
+		// Every result of every pool exists from the first step on, at 0:
+		// Prometheus' increase() takes a counter first seen at 1 for one
+		// that was always 1, so an alert on the first failure needs the 0.
+		for _, r := range results {
+			m.results.WithLabelValues(pv.name, r)
+		}
 		if !pv.removed {
 			m.surge.WithLabelValues(pv.name).Set(float64(max(0, pv.target-pv.max)))
 		}

@@ -10,23 +10,29 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/externalgrpc/protos"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
+	"github.com/hcloudscale/hcloudscale/lifecycle"
 )
 
 // servedMetricNames runs serve against a fake project, drives it through
 // a scale-up, a sold-out scale-up and a delete, so that every metric has a
-// series, and returns the names /metrics exposes (with _bucket, _sum and
-// _count for histograms and summaries).
-func servedMetricNames(t *testing.T) map[string]bool {
+// series, and returns the families /metrics exposes with their types.
+func servedMetricNames(t *testing.T) map[string]string {
 	t.Helper()
 	fake := hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(20 * time.Millisecond))
 	t.Cleanup(fake.Close)
@@ -135,18 +141,145 @@ func servedMetricNames(t *testing.T) map[string]bool {
 		return strings.Contains(get(t, metricsURL), `hcloudscale_server_deletes_total{`)
 	})
 
-	names := map[string]bool{}
+	families := map[string]string{}
 	typeLine := regexp.MustCompile(`(?m)^# TYPE (\S+) (\S+)$`)
 	for _, m := range typeLine.FindAllStringSubmatch(get(t, metricsURL), -1) {
-		names[m[1]] = true
-		switch m[2] {
+		families[m[1]] = m[2]
+	}
+	return families
+}
+
+// describedMetricNames are the families the Cluster and the node
+// lifecycle (serve --replace-nodes, which needs a Kubernetes API server)
+// register, as their collectors describe them: a family of labelled
+// series has none on /metrics until something happens (a spread group
+// limit, a replacement).
+func describedMetricNames(t *testing.T) map[string]string {
+	t.Helper()
+	fake := hcloudtest.NewServer()
+	t.Cleanup(fake.Close)
+	cfg, err := config.Load(config.MapEnv(map[string]string{config.EnvToken: fake.Token(), config.EnvEndpoint: fake.URL(), config.EnvCloudInit: "I2Nsb3VkLWNvbmZpZwo="}, nil), []string{"0:3:cx23:fsn1:workers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := describedNames{}
+	cluster, err := hcloudscale.New(t.Context(), cfg, hcloudscale.WithRegisterer(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Close(context.Background()) })
+	ctrl, err := lifecycle.New(cluster, kubefake.NewClientset(), lifecycle.WithRegisterer(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl.Close()
+	return rec
+}
+
+// describedNames is a prometheus.Registerer that keeps the names its
+// collectors describe (the type is not described: "").
+type describedNames map[string]string
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func (d describedNames) Register(c prometheus.Collector) error {
+	descs := make(chan *prometheus.Desc)
+	go func() { c.Describe(descs); close(descs) }()
+	for desc := range descs {
+		if m := fqName.FindStringSubmatch(desc.String()); m != nil {
+			d[m[1]] = ""
+		}
+	}
+	return nil
+}
+
+func (d describedNames) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		_ = d.Register(c)
+	}
+}
+
+func (describedNames) Unregister(prometheus.Collector) bool { return true }
+
+var registered = struct {
+	once     sync.Once
+	families map[string]string
+}{}
+
+// registeredMetrics are the families serve registers, with their types
+// where /metrics showed them: those serve exposed when driven, and those
+// the Cluster's and the lifecycle's collectors describe.
+func registeredMetrics(t *testing.T) map[string]string {
+	t.Helper()
+	registered.once.Do(func() {
+		families := servedMetricNames(t)
+		for name := range describedMetricNames(t) {
+			if _, ok := families[name]; !ok {
+				families[name] = ""
+			}
+		}
+		registered.families = families
+	})
+	if registered.families == nil {
+		t.Fatal("the registered metrics were not found")
+	}
+	return registered.families
+}
+
+// seriesNames are the series names of families: _bucket, _sum and _count
+// of histograms and summaries too.
+func seriesNames(families map[string]string) map[string]bool {
+	names := map[string]bool{}
+	for name, typ := range families {
+		names[name] = true
+		switch typ {
 		case "histogram":
-			names[m[1]+"_bucket"], names[m[1]+"_sum"], names[m[1]+"_count"] = true, true, true
+			names[name+"_bucket"], names[name+"_sum"], names[name+"_count"] = true, true, true
 		case "summary":
-			names[m[1]+"_sum"], names[m[1]+"_count"] = true, true
+			names[name+"_sum"], names[name+"_count"] = true, true
 		}
 	}
 	return names
+}
+
+// TestMetricsTable: the table of docs/deploy.md's "Metrics" lists every
+// family serve registers, and nothing else, but the Go and process
+// collectors' (integration/chart checks the alerts and the dashboard
+// against the table with Prometheus' parser).
+func TestMetricsTable(t *testing.T) {
+	var want []string
+	for name := range registeredMetrics(t) {
+		if !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_") && !strings.HasPrefix(name, "promhttp_") {
+			want = append(want, name)
+		}
+	}
+	raw, err := os.ReadFile("../../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "\n### Metrics\n")
+	if start < 0 {
+		t.Fatal("docs/deploy.md has no ### Metrics section")
+	}
+	doc = doc[start+1:]
+	if end := strings.Index(doc[1:], "\n#"); end >= 0 {
+		doc = doc[:end+1]
+	}
+	var got []string
+	name := regexp.MustCompile("`([a-z_]+)`")
+	for line := range strings.SplitSeq(doc, "\n") {
+		if cells := strings.Split(line, "|"); strings.HasPrefix(line, "| `") && len(cells) > 2 {
+			for _, m := range name.FindAllStringSubmatch(cells[1], -1) {
+				got = append(got, m[1])
+			}
+		}
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("docs/deploy.md's metrics table is not what serve registers (-registered +table):\n%s", diff)
+	}
 }
 
 // metricRef finds the metric names of ours and hcloud-go's in PromQL.
@@ -157,7 +290,7 @@ var metricRef = regexp.MustCompile(`\b(?:hcloudscale|hcloud)_[A-Za-z0-9_]+\b|\bp
 // every query uses one, the dashboard shows what operators need and the
 // rule has the alerts the README promises.
 func TestMonitoringExamples(t *testing.T) {
-	served := servedMetricNames(t)
+	served := seriesNames(registeredMetrics(t))
 
 	raw, err := os.ReadFile("../../examples/monitoring/grafana-dashboard.json")
 	if err != nil {
@@ -241,6 +374,7 @@ func TestMonitoringExamples(t *testing.T) {
 		"hcloudscale_unavailable_offerings", "hcloudscale_api_ratelimit_remaining",
 		"hcloudscale_api_ratelimit_estimated_remaining", "hcloudscale_api_pacer_waits_total",
 		"hcloudscale_api_rate_limited_total", "hcloudscale_leader", "hcloudscale_build_info",
+		"hcloudscale_replacement_nodes", "hcloudscale_replacements_total", "hcloudscale_replacement_surge",
 	} {
 		if !served[want] {
 			t.Errorf("serve does not expose %s", want)

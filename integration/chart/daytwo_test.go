@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -282,52 +281,6 @@ func envOf(c corev1.Container) map[string]string {
 		env[e.Name] = e.Value
 	}
 	return env
-}
-
-// TestAlertsPerRelease: every aggregation of the alerts keeps cluster,
-// namespace and job, so that two releases (or two clusters in one
-// Prometheus) never add up to one alert, as sum(hcloudscale_leader) > 1
-// across two releases did.
-func TestAlertsPerRelease(t *testing.T) {
-	var rule struct {
-		Spec struct {
-			Groups []struct {
-				Rules []struct{ Alert, Expr string }
-			}
-		}
-	}
-	if err := yaml.Unmarshal(readFile(t, "../../examples/monitoring/prometheusrule.yaml"), &rule); err != nil {
-		t.Fatal(err)
-	}
-	agg := regexp.MustCompile(`\b(sum|min|max|avg|count)\s*(by\s*\(([^)]*)\))?\s*\(`)
-	matching := regexp.MustCompile(`\b(on|ignoring)\s*\(([^)]*)\)`)
-	alerts := map[string]bool{}
-	for _, g := range rule.Spec.Groups {
-		for _, r := range g.Rules {
-			alerts[r.Alert] = true
-			found := agg.FindAllStringSubmatch(r.Expr, -1)
-			if len(found) == 0 && !strings.Contains(r.Expr, "absent(") {
-				t.Errorf("%s: %q aggregates nothing", r.Alert, r.Expr)
-			}
-			for _, m := range found {
-				for _, label := range []string{"cluster", "namespace", "job"} {
-					if !slices.Contains(strings.Fields(strings.ReplaceAll(m[3], ",", " ")), label) {
-						t.Errorf("%s: %q does not keep %s", r.Alert, m[0], label)
-					}
-				}
-			}
-			for _, m := range matching.FindAllStringSubmatch(r.Expr, -1) {
-				if m[1] == "on" && !strings.Contains(m[2], "namespace") {
-					t.Errorf("%s: %q matches across releases", r.Alert, m[0])
-				}
-			}
-		}
-	}
-	for _, a := range []string{"HcloudscaleSeveralLeaders", "HcloudscaleAutoscalerSilent"} {
-		if !alerts[a] {
-			t.Errorf("no alert %s", a)
-		}
-	}
 }
 
 // TestValuesTable keeps the chart README's table of every value and its

@@ -84,8 +84,15 @@ func podRemap(t *testing.T, c corev1.Container, root string) func(string) string
 // client Certificate, which --tls-client-name requires.
 func writePodFiles(t *testing.T, objs []*unstructured.Unstructured, pod corev1.PodSpec, root, token, host string) *testCerts {
 	t.Helper()
-	files := volumeFiles(t, objs, pod, token)
 	certs := newTestCerts(t, host, clientCertName(t, objs))
+	writePodVolumes(t, objs, pod, root, token, certs)
+	return certs
+}
+
+// writePodVolumes is writePodFiles with the server certificate of certs.
+func writePodVolumes(t *testing.T, objs []*unstructured.Unstructured, pod corev1.PodSpec, root, token string, certs *testCerts) {
+	t.Helper()
+	files := volumeFiles(t, objs, pod, token)
 	for name, content := range certs.serverFiles() {
 		files["tls/"+name] = content
 	}
@@ -100,7 +107,6 @@ func writePodFiles(t *testing.T, objs []*unstructured.Unstructured, pod corev1.P
 	for vol, files := range byVolume {
 		writeVolume(t, filepath.Join(root, vol), files)
 	}
-	return certs
 }
 
 // podProcess is how the container's process is started outside a pod.
@@ -124,7 +130,7 @@ func (p podProcess) command(t *testing.T, c corev1.Container) (args, env []strin
 		switch name {
 		case "--listen", "--health-listen", "--metrics-listen":
 			a = name + "=127.0.0.1:0"
-		case "--tls-cert", "--tls-key", "--tls-client-ca":
+		case "--tls-cert", "--tls-key", "--tls-client-ca", "--tls-client-pinned":
 			a = name + "=" + remap(value)
 		case "--shutdown-timeout", "--drain-timeout":
 			a = name + "=5s"

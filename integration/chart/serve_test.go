@@ -492,6 +492,9 @@ type testCerts struct {
 	serverCert, serverKey []byte
 	client                tls.Certificate
 	pool                  *x509.CertPool
+	ca                    *x509.Certificate
+	caKey                 *ecdsa.PrivateKey
+	serial                int64
 }
 
 // clientCertName is the DNS name of the chart's client Certificate.
@@ -527,31 +530,37 @@ func newTestCerts(t *testing.T, serverName, clientName string) *testCerts {
 	if err != nil {
 		t.Fatal(err)
 	}
-	issue := func(serial int64, cn string, names []string, usage x509.ExtKeyUsage) ([]byte, []byte) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn}, DNSNames: names,
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-	}
-	c := &testCerts{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), pool: x509.NewCertPool()}
+	c := &testCerts{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), pool: x509.NewCertPool(), ca: ca, caKey: caKey, serial: 1}
 	c.pool.AddCert(ca)
-	c.serverCert, c.serverKey = issue(2, serverName, []string{serverName}, x509.ExtKeyUsageServerAuth)
-	cc, ck := issue(3, "cluster-autoscaler", []string{clientName}, x509.ExtKeyUsageClientAuth)
+	c.serverCert, c.serverKey = c.issue(t, serverName, []string{serverName}, x509.ExtKeyUsageServerAuth)
+	cc, ck := c.issue(t, "cluster-autoscaler", []string{clientName}, x509.ExtKeyUsageClientAuth)
 	if c.client, err = tls.X509KeyPair(cc, ck); err != nil {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// issue signs a certificate and its key (PEM) with the CA, valid for an
+// hour.
+func (c *testCerts) issue(t *testing.T, cn string, names []string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.serial++
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(c.serial), Subject: pkix.Name{CommonName: cn}, DNSNames: names,
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.ca, &key.PublicKey, c.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
 
 // serverFiles are the keys of cert-manager's server Secret.

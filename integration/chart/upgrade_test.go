@@ -41,19 +41,7 @@ func TestUpgradeFromEarlierCharts(t *testing.T) {
 			if _, err := install.Run(c.chart, mergeValues(t, c.install)); err != nil {
 				t.Fatalf("installing chart %s with its README's command: %v", c.version, err)
 			}
-			opts, namespace, switches := parseHelmCommand(t, line, "../../")
-			up := action.NewUpgrade(cfg)
-			up.Namespace = namespace
-			for _, s := range switches {
-				switch s {
-				case "--reset-then-reuse-values":
-					up.ResetThenReuseValues = true
-				case "--reuse-values":
-					up.ReuseValues = true
-				default:
-					t.Fatalf("README upgrade command %q: %s is not understood by this test", line, s)
-				}
-			}
+			up, opts := readmeUpgradeAction(t, cfg)
 			rel, err := up.Run(releaseName, current, mergeValues(t, opts))
 			if err != nil {
 				t.Fatalf("README's upgrade (%s) from chart %s: %v", line, c.version, err)
@@ -69,6 +57,27 @@ func TestUpgradeFromEarlierCharts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readmeUpgradeAction is the README's upgrade command as Helm's upgrade
+// action on cfg, with the values it passes.
+func readmeUpgradeAction(t *testing.T, cfg *action.Configuration) (*action.Upgrade, values.Options) {
+	t.Helper()
+	line := readmeUpgrade(t)
+	opts, namespace, switches := parseHelmCommand(t, line, "../../")
+	up := action.NewUpgrade(cfg)
+	up.Namespace = namespace
+	for _, s := range switches {
+		switch s {
+		case "--reset-then-reuse-values":
+			up.ResetThenReuseValues = true
+		case "--reuse-values":
+			up.ReuseValues = true
+		default:
+			t.Fatalf("README upgrade command %q: %s is not understood by this test", line, s)
+		}
+	}
+	return up, opts
 }
 
 // readmeUpgrade returns the README's upgrade command on one line.
@@ -171,6 +180,15 @@ func memoryConfig(t *testing.T) *action.Configuration {
 	cfg := action.NewConfiguration(action.ConfigurationSetLogger(slog.NewTextHandler(io.Discard, nil)))
 	cfg.Releases = storage.Init(driver.NewMemory())
 	cfg.KubeClient = &kubefake.PrintingKubeClient{Out: io.Discard, LogOutput: io.Discard}
+	cfg.Capabilities = testCapabilities(t)
+	return cfg
+}
+
+// testCapabilities are the Kubernetes version of the integration tests'
+// API server (whose own /version says v0.0.0-master) and its APIs with
+// the CRDs the chart uses.
+func testCapabilities(t *testing.T) *common.Capabilities {
+	t.Helper()
 	kv, err := common.ParseKubeVersion(kubeVersion)
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +196,5 @@ func memoryConfig(t *testing.T) *action.Configuration {
 	caps := common.DefaultCapabilities.Copy()
 	caps.KubeVersion = *kv
 	caps.APIVersions = append(caps.APIVersions, withCRDAPIs...)
-	cfg.Capabilities = caps
-	return cfg
+	return caps
 }
