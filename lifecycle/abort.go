@@ -76,10 +76,19 @@ func (c *Controller) RollBack(ctx context.Context) ([]Undone, error) {
 			out = append(out, u)
 		}
 	}
+	handled := map[string]bool{}
 	for _, r := range sortedReplacements(inv.byOld) {
+		if r.oldGoing {
+			// The old server is being deleted: its node stays as it is
+			// (uncordoned, it would take pods), the replacement stays.
+			handled[r.old.Name] = true
+			if u, ok := c.unprotectDone(ctx, r); ok {
+				out = append(out, u)
+			}
+			continue
+		}
 		out = append(out, c.rollBackOne(ctx, w, r))
 	}
-	handled := map[string]bool{}
 	for _, u := range out {
 		handled[u.Node] = true
 	}

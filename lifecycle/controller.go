@@ -290,7 +290,7 @@ func (c *Controller) prune(inv *inventory, p *Plan) {
 		}
 	}
 	for id := range c.deleted {
-		if _, listed := inv.servers[id]; !listed {
+		if _, listed := inv.servers[id]; !listed && inv.going[id].pool == nil {
 			delete(c.deleted, id)
 		}
 	}
@@ -304,6 +304,8 @@ func (c *Controller) prune(inv *inventory, p *Plan) {
 // advance carries one replacement in progress on.
 func (c *Controller) advance(ctx context.Context, w *world, r *replacement) {
 	switch {
+	case r.oldGoing:
+		// The old server's delete has not ended: wait for it.
 	case r.failed != nil:
 		c.discard(ctx, r, fmt.Sprintf("the replacement %s failed to be created: %s", r.newName, r.failed.Message))
 	case r.phase == PhaseSurging:

@@ -62,6 +62,9 @@
 // controller, with local storage, or young in kube-system without a
 // budget holds its node, as in the Cluster Autoscaler). Plan reports what
 // holds each node; a node that cannot start holds no slot of maxInFlight.
+// A replacement holds its slot until its old server is gone: a delete the
+// pool has asked for but whose action has not ended may yet fail (the pool
+// then lists the server again), so it counts until then.
 //
 // # State
 //
