@@ -81,5 +81,6 @@
 // finishes a replacement whose old node is drained beside a Ready
 // replacement and rolls back every other one: the old node uncordoned, the
 // annotations removed, the replacement deleted while it holds nothing but
-// DaemonSet and mirror pods (else kept, unprotected).
+// DaemonSet and mirror pods (else kept, unprotected). WithRollBackDeletes
+// keeps its server deletes to some pools, for a tool whose scope is those.
 package lifecycle
