@@ -382,8 +382,23 @@ func (c *Controller) firstSeen(w *world, r *replacement) time.Time {
 
 // discard deletes a replacement that will not serve (its create failed,
 // or it did not join) and stops the pool's rollout: the old node is left
-// as it is.
+// as it is. A replacement whose node runs pods a drain would move (it
+// registered and took pods, then a person cordoned it, or it went not
+// Ready) is not deleted, which would take the pods down without a drain:
+// it stays as an ordinary node, its protection lifted, and the stop names
+// it.
 func (c *Controller) discard(ctx context.Context, r *replacement, why string) {
+	if r.newNode != nil {
+		pods, err := nodedrain.PodsToMove(ctx, c.client, r.newNode.Name)
+		if err != nil {
+			c.o.log.Warn("could not list the pods of the replacement that did not become Ready; trying again at the next step", zap.String("replacement", r.newName), zap.Error(err))
+			return
+		}
+		if len(pods) > 0 {
+			c.stop(ctx, r, why+"; it runs pods and stays as an ordinary node", "failed")
+			return
+		}
+	}
 	if p := c.poolNamed(r.newPool.name); p != nil {
 		id := pool.ClaimID(r.newPool.name, r.newName)
 		if r.newID != 0 {
