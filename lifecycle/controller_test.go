@@ -733,3 +733,34 @@ func TestReplacementWithPodsIsKeptAtItsJoinTimeout(t *testing.T) {
 		t.Errorf("evicted %v; want nothing", e.evicted)
 	}
 }
+
+// Run steps when what a replacement waits for happens, not only every
+// interval: with the Controller's clock standing still (its ticker never
+// fires), a node is replaced from start to end on the events alone: the
+// replacement's node registering Ready, the drain ending, the old
+// server's delete ending and its node going.
+func TestRunStepsOnEvents(t *testing.T) {
+	rc := map[string]any{"drift": []string{"user_data"}}
+	e := newEnv(t, 1, rc)
+	old := e.running()[0].Name
+	e.reconfigure("#cloud-config\n# v2\n", rc, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.ctrl.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, there := e.api.ServerByID(e.serverID(old))
+		if !there && old != "" && len(e.running()) == 1 && !e.protected() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not replaced without a tick: servers %v, protected %v", e.all(), e.protected())
+		}
+		time.Sleep(5 * time.Millisecond)
+		e.kubelet()
+	}
+}

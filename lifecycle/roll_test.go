@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -126,7 +128,8 @@ func roll(t *testing.T, api *hcloudtest.Server, n int) (time.Duration, string) {
 			old[nd.Name] = true
 		}
 	}
-	ctrl, err := lifecycle.New(c, kube)
+	logs, observed := observer.New(zap.WarnLevel)
+	ctrl, err := lifecycle.New(c, kube, lifecycle.WithLogger(zap.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,18 +142,8 @@ func roll(t *testing.T, api *hcloudtest.Server, n int) (time.Duration, string) {
 	stepCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
-		// As Run steps, without its node informer (the steps list the
-		// nodes from the fake API instead).
 		defer close(done)
-		for stepCtx.Err() == nil {
-			if _, err := ctrl.Step(stepCtx); err != nil && stepCtx.Err() == nil {
-				t.Logf("step: %v", err)
-			}
-			select {
-			case <-stepCtx.Done():
-			case <-time.After(lifecycle.DefaultInterval):
-			}
-		}
+		_ = ctrl.Run(stepCtx)
 	}()
 	for i := 0; !rolled(t, api, kube, old, n); i++ {
 		if time.Since(start) > time.Hour {
@@ -163,12 +156,15 @@ func roll(t *testing.T, api *hcloudtest.Server, n int) (time.Duration, string) {
 	stop()
 	<-done
 	var b strings.Builder
+	for _, e := range observed.All() {
+		t.Logf("warning: %s %v", e.Message, e.ContextMap())
+	}
 	for _, tpl := range api.Templates() {
 		if k := api.Count(tpl); k > 0 {
 			fmt.Fprintf(&b, "%s=%d,", strings.ReplaceAll(tpl, " ", ":"), k)
 		}
 	}
-	return took, strings.TrimSuffix(b.String(), ",")
+	return took, fmt.Sprintf("%s warnings=%d", strings.TrimSuffix(b.String(), ","), observed.Len())
 }
 
 // rolled reports whether no old server is left and n servers run with a
