@@ -75,7 +75,11 @@ func (w *world) startLifecycle(kind Provider) *rollout {
 		w.t.Skipf("%s does not run the node lifecycle in this suite", kind.Name())
 	}
 	r := &rollout{w: w, replacements: map[string]bool{}, refuse: map[string]bool{}, kind: kind}
+	// The fake client's reactor chain is not safe to change while the
+	// kubelet's and the scheduler's steps call it: pause them meanwhile.
+	w.background.Lock()
 	w.kube.KubeClient.PrependReactor("create", "pods", r.evict)
+	w.background.Unlock()
 	r.run(func() bool { return true })
 	w.t.Cleanup(func() { r.stop() })
 	return r

@@ -76,10 +76,19 @@ func (c *Controller) RollBack(ctx context.Context) ([]Undone, error) {
 			out = append(out, u)
 		}
 	}
+	handled := map[string]bool{}
 	for _, r := range sortedReplacements(inv.byOld) {
+		if r.oldGoing {
+			// The old server is being deleted: its node stays as it is
+			// (uncordoned, it would take pods), the replacement stays.
+			handled[r.old.Name] = true
+			if u, ok := c.unprotectDone(ctx, r); ok {
+				out = append(out, u)
+			}
+			continue
+		}
 		out = append(out, c.rollBackOne(ctx, w, r))
 	}
-	handled := map[string]bool{}
 	for _, u := range out {
 		handled[u.Node] = true
 	}
@@ -118,7 +127,7 @@ func (c *Controller) unprotectDone(ctx context.Context, r *replacement) (Undone,
 // rollBackOne finishes or rolls back one replacement in progress.
 func (c *Controller) rollBackOne(ctx context.Context, w *world, r *replacement) Undone {
 	u := Undone{Pool: r.pool.name, Node: r.old.Name, Replacement: r.newName, Action: UndoneRolledBack}
-	if c.canFinish(ctx, w, r) {
+	if c.mayDelete(r.pool.name) && c.canFinish(ctx, w, r) {
 		u.Action = UndoneFinished
 		if err := c.poolNamed(r.pool.name).DeleteInstances(ctx, []string{r.old.ProviderID()}); err != nil {
 			u.Error = err.Error()
@@ -183,6 +192,10 @@ func replacementDeleting(w *world, r *replacement) bool {
 	return true
 }
 
+// mayDelete reports whether RollBack may delete servers of the pool
+// (WithRollBackDeletes).
+func (c *Controller) mayDelete(pool string) bool { return c.o.deletes == nil || c.o.deletes(pool) }
+
 // uncordonMarked uncordons a node the lifecycle cordoned: its mark is
 // past surging.
 func (c *Controller) uncordonMarked(ctx context.Context, n *corev1.Node) error {
@@ -193,20 +206,25 @@ func (c *Controller) uncordonMarked(ctx context.Context, n *corev1.Node) error {
 }
 
 // dropReplacement deletes r's replacement when it holds nothing a drain
-// would move, else lifts its protection and keeps it.
+// would move, else (and outside WithRollBackDeletes) lifts its protection
+// and keeps it.
 func (c *Controller) dropReplacement(ctx context.Context, r *replacement, u *Undone) string {
 	p := c.poolNamed(r.newPool.name)
-	if r.newNode != nil {
+	keep := !c.mayDelete(r.newPool.name)
+	if r.newNode != nil && !keep {
 		left, err := nodedrain.PodsToMove(ctx, c.client, r.newNode.Name)
-		if err != nil || len(left) > 0 || p == nil {
-			if err != nil {
-				u.Error = err.Error()
-			}
+		if err != nil {
+			u.Error = err.Error()
+		}
+		keep = err != nil || len(left) > 0 || p == nil
+	}
+	if keep {
+		if r.newNode != nil {
 			if err := c.annotate(ctx, r.newNode.Name, map[string]*string{ScaleDownDisabledAnnotation: nil, ProtectsAnnotation: nil}); err != nil && u.Error == "" {
 				u.Error = err.Error()
 			}
-			return UndoneKept
 		}
+		return UndoneKept
 	}
 	if p == nil {
 		return UndoneRolledBack

@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,5 +162,38 @@ func (e *env) patch(node string, v map[string]any) {
 	b, _ := json.Marshal(v)
 	if _, err := e.kube.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
 		e.t.Fatal(err)
+	}
+}
+
+// TestRollBackWhileOldServerDeletes: the lifecycle turned off while the
+// old server's delete waits for Hetzner. RollBack leaves the old node as
+// it is (cordoned and marked: uncordoned, it would take pods while it
+// goes) and lifts the replacement's protection, as for a replacement
+// whose old server is gone.
+func TestRollBackWhileOldServerDeletes(t *testing.T) {
+	e := newEnv(t, 1, map[string]any{"drift": []string{"user_data"}})
+	old := e.running()[0].Name
+	e.reconfigure("#cloud-config\n# v2\n", map[string]any{"drift": []string{"user_data"}}, nil)
+	hold := e.api.HoldRequest("DELETE /servers/{id}", 1)
+	var steps sync.WaitGroup
+	defer steps.Wait()
+	defer hold.Release()
+	e.stepUntil(hold, &steps)
+	repl := ""
+	for _, s := range e.all() {
+		if s.Name != old {
+			repl = s.Name
+		}
+	}
+	got := e.rollBack()
+	if len(got) != 1 || got[0].Action != lifecycle.UndoneUnprotected || got[0].Node != repl {
+		t.Errorf("RollBack = %+v; want the replacement %s unprotected and nothing else", got, repl)
+	}
+	n := e.node(old)
+	if _, marked := n.Annotations[lifecycle.ReplacementAnnotation]; !marked || !n.Spec.Unschedulable {
+		t.Errorf("old node %s: cordoned %v, annotations %v; want it left cordoned and marked while its server goes", old, n.Spec.Unschedulable, n.Annotations)
+	}
+	if _, ok := e.node(repl).Annotations[lifecycle.ProtectsAnnotation]; ok {
+		t.Errorf("the replacement %s keeps its protection", repl)
 	}
 }

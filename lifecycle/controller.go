@@ -45,9 +45,15 @@ type Controller struct {
 	notStarted map[string]string
 	// nodeLister is Run's informer's, once synced; nil: list from the API.
 	nodeLister corelisters.NodeLister
-	wg         sync.WaitGroup
-	ctx        context.Context // ends at Close; drains run under it
-	cancel     context.CancelFunc
+	// watching holds the old servers whose delete a goroutine waits for,
+	// to wake Run when it ends.
+	watching map[int64]bool
+	// wake makes Run step now: something a replacement waits for
+	// happened (a node turned Ready or went, a drain or a delete ended).
+	wake   chan struct{}
+	wg     sync.WaitGroup
+	ctx    context.Context // ends at Close; drains run under it
+	cancel context.CancelFunc
 }
 
 // New returns a Controller for cluster that reads and changes nodes and
@@ -66,7 +72,8 @@ func New(cluster *hcloudscale.Cluster, client kubernetes.Interface, opts ...Opti
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Controller{cluster: cluster, client: client, o: o, m: m,
-		drains: map[int64]*drainRun{}, seen: map[string]time.Time{}, deleted: map[int64]bool{}, notStarted: map[string]string{}, ctx: ctx, cancel: cancel}, nil
+		drains: map[int64]*drainRun{}, seen: map[string]time.Time{}, deleted: map[int64]bool{}, notStarted: map[string]string{},
+		watching: map[int64]bool{}, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}, nil
 }
 
 // Close stops the drains in progress and waits for them. Their nodes stay
@@ -77,8 +84,11 @@ func (c *Controller) Close() {
 	c.wg.Wait()
 }
 
-// Run makes a Step every interval until ctx ends. While WithLeader says
-// the process does not lead, it makes no step and stops its drains.
+// Run makes a Step when something a replacement waits for happens (a
+// node registers, turns Ready or goes; a drain ends; an old server's
+// delete ends) and every interval in any case, until ctx ends. While
+// WithLeader says the process does not lead, it makes no step and stops
+// its drains.
 func (c *Controller) Run(ctx context.Context) error {
 	c.startInformer(ctx)
 	t := c.o.clock.NewTicker(c.o.interval)
@@ -91,8 +101,63 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C():
+		case <-c.wake:
 		}
 	}
+}
+
+// kick makes Run step as soon as it can; kicks while a step runs make
+// one more step.
+func (c *Controller) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// watchDelete wakes Run once the delete of the old server with ID id,
+// which p accepted, has ended: the server is gone, or listed again after
+// a failed delete. It looks at p's memory (no request) every deletePoll.
+// The goroutine ends with the delete, or at Close.
+func (c *Controller) watchDelete(p *pool.Pool, id int64) {
+	c.mu.Lock()
+	if c.watching[id] || c.ctx.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.watching[id] = true
+	c.mu.Unlock()
+	c.wg.Go(func() {
+		defer func() {
+			c.mu.Lock()
+			delete(c.watching, id)
+			c.mu.Unlock()
+			c.kick()
+		}()
+		// A poll of memory, on the real clock: WithClock's may stand still.
+		t := time.NewTicker(deletePoll)
+		defer t.Stop()
+		for deleting(p, id) {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+}
+
+// deletePoll is how often watchDelete looks at a pool's memory.
+const deletePoll = 100 * time.Millisecond
+
+// deleting reports whether p lists the server with ID id as being deleted.
+func deleting(p *pool.Pool, id int64) bool {
+	for _, in := range p.Instances() {
+		if in.ServerID == id {
+			return in.State == pool.Deleting
+		}
+	}
+	return false
 }
 
 // Plan reads the cluster's state and returns what a Step would do now,
@@ -290,7 +355,7 @@ func (c *Controller) prune(inv *inventory, p *Plan) {
 		}
 	}
 	for id := range c.deleted {
-		if _, listed := inv.servers[id]; !listed {
+		if _, listed := inv.servers[id]; !listed && inv.going[id].pool == nil {
 			delete(c.deleted, id)
 		}
 	}
@@ -304,6 +369,8 @@ func (c *Controller) prune(inv *inventory, p *Plan) {
 // advance carries one replacement in progress on.
 func (c *Controller) advance(ctx context.Context, w *world, r *replacement) {
 	switch {
+	case r.oldGoing:
+		// The old server's delete has not ended: wait for it.
 	case r.failed != nil:
 		c.discard(ctx, r, fmt.Sprintf("the replacement %s failed to be created: %s", r.newName, r.failed.Message))
 	case r.phase == PhaseSurging:
@@ -380,8 +447,23 @@ func (c *Controller) firstSeen(w *world, r *replacement) time.Time {
 
 // discard deletes a replacement that will not serve (its create failed,
 // or it did not join) and stops the pool's rollout: the old node is left
-// as it is.
+// as it is. A replacement whose node runs pods a drain would move (it
+// registered and took pods, then a person cordoned it, or it went not
+// Ready) is not deleted, which would take the pods down without a drain:
+// it stays as an ordinary node, its protection lifted, and the stop names
+// it.
 func (c *Controller) discard(ctx context.Context, r *replacement, why string) {
+	if r.newNode != nil {
+		pods, err := nodedrain.PodsToMove(ctx, c.client, r.newNode.Name)
+		if err != nil {
+			c.o.log.Warn("could not list the pods of the replacement that did not become Ready; trying again at the next step", zap.String("replacement", r.newName), zap.Error(err))
+			return
+		}
+		if len(pods) > 0 {
+			c.stop(ctx, r, why+"; it runs pods and stays as an ordinary node", "failed")
+			return
+		}
+	}
 	if p := c.poolNamed(r.newPool.name); p != nil {
 		id := pool.ClaimID(r.newPool.name, r.newName)
 		if r.newID != 0 {
@@ -514,6 +596,7 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 			untie()
 			cancel()
 			close(run.done)
+			c.kick()
 		}()
 		c.runDrain(ctx, w.lead, r, poolName, timeout, policy)
 	})
@@ -640,6 +723,7 @@ func (c *Controller) deleteOld(ctx context.Context, r *replacement) {
 		c.o.log.Warn("could not delete the replaced server; trying again at the next step", zap.String("node", r.old.Name), zap.Error(err))
 		return
 	}
+	c.watchDelete(p, r.old.ID)
 	// A step may ask again before the listing shows the delete: say it
 	// once.
 	c.mu.Lock()

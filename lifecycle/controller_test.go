@@ -686,3 +686,83 @@ func TestRepairDeletesANodeThatIsNotReadyWithoutADrain(t *testing.T) {
 // drainOpts retry refused evictions every few milliseconds, so that a
 // budget lifted is seen at once.
 var drainOpts = nodedrain.Options{Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Poll: time.Millisecond}
+
+// A replacement that registered and took pods, then was cordoned by a
+// person, is not Ready for the lifecycle: at its join timeout the
+// replacement stops, but its server is not deleted, which would take its
+// pods down without a drain. It stays as an ordinary node, unprotected,
+// and the old node's stop names it.
+func TestReplacementWithPodsIsKeptAtItsJoinTimeout(t *testing.T) {
+	rc := map[string]any{"drift": []string{"user_data"}, "joinTimeout": "10m"}
+	e := newEnv(t, 1, rc)
+	old := e.running()[0].Name
+	e.reconfigure("#cloud-config\n# v2\n", rc, nil)
+	if _, err := e.ctrl.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(func() bool { return len(e.running()) == 2 })
+	e.kubelet() // registers the replacement's node, with a pod
+	repl := ""
+	for _, s := range e.running() {
+		if s.Name != old {
+			repl = s.Name
+		}
+	}
+	n := e.node(repl)
+	n.Spec.Unschedulable = true // a person cordons it
+	if _, err := e.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Step(11 * time.Minute)
+	e.run(20, 1, 1, func() bool { return strings.Contains(e.node(old).Annotations[lifecycle.StoppedAnnotation], repl) })
+	if _, there := e.api.ServerByID(e.serverID(repl)); !there {
+		t.Fatalf("the replacement %s, running a pod, was deleted", repl)
+	}
+	// The step that stopped it may have protected it too: the next one,
+	// finding it ended, lifts that.
+	if _, err := e.ctrl.Step(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if e.protected() {
+		t.Errorf("the kept replacement %s keeps its protection", repl)
+	}
+	if e.node(old).Spec.Unschedulable {
+		t.Errorf("the old node %s is cordoned", old)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.evicted) != 0 {
+		t.Errorf("evicted %v; want nothing", e.evicted)
+	}
+}
+
+// Run steps when what a replacement waits for happens, not only every
+// interval: with the Controller's clock standing still (its ticker never
+// fires), a node is replaced from start to end on the events alone: the
+// replacement's node registering Ready, the drain ending, the old
+// server's delete ending and its node going.
+func TestRunStepsOnEvents(t *testing.T) {
+	rc := map[string]any{"drift": []string{"user_data"}}
+	e := newEnv(t, 1, rc)
+	old := e.running()[0].Name
+	e.reconfigure("#cloud-config\n# v2\n", rc, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.ctrl.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, there := e.api.ServerByID(e.serverID(old))
+		if !there && old != "" && len(e.running()) == 1 && !e.protected() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not replaced without a tick: servers %v, protected %v", e.all(), e.protected())
+		}
+		time.Sleep(5 * time.Millisecond)
+		e.kubelet()
+	}
+}

@@ -9,7 +9,9 @@
 // # One replacement
 //
 // A Controller's Step reads the pools (servers, claims, drift) from the
-// Cluster's memory and the nodes from Kubernetes, and for each node due:
+// Cluster's memory and the nodes from Kubernetes, and for each node due
+// (Run steps when a node registers, turns Ready or goes, a drain ends or
+// an old server's delete ends, and every interval in any case):
 //
 //  1. surging: pool.Pool.Surge creates a replacement in the node's pool,
 //     labelled config.LabelReplaces with the old server's ID; the target
@@ -62,6 +64,9 @@
 // controller, with local storage, or young in kube-system without a
 // budget holds its node, as in the Cluster Autoscaler). Plan reports what
 // holds each node; a node that cannot start holds no slot of maxInFlight.
+// A replacement holds its slot until its old server is gone: a delete the
+// pool has asked for but whose action has not ended may yet fail (the pool
+// then lists the server again), so it counts until then.
 //
 // # State
 //
@@ -78,5 +83,6 @@
 // finishes a replacement whose old node is drained beside a Ready
 // replacement and rolls back every other one: the old node uncordoned, the
 // annotations removed, the replacement deleted while it holds nothing but
-// DaemonSet and mirror pods (else kept, unprotected).
+// DaemonSet and mirror pods (else kept, unprotected). WithRollBackDeletes
+// keeps its server deletes to some pools, for a tool whose scope is those.
 package lifecycle

@@ -87,12 +87,27 @@ func (c *Controller) listNodes(ctx context.Context) ([]*corev1.Node, error) {
 }
 
 // startInformer starts a node informer for Run's steps, or waits for the
-// shared one of WithNodeCache.
+// shared one of WithNodeCache, and wakes Run when a node registers, goes,
+// or turns Ready or not (ready: schedulable and not being deleted too).
 func (c *Controller) startInformer(ctx context.Context) {
 	nodes := c.o.nodes
 	if nodes == nil {
 		nodes = nodecache.New(c.client, 10*time.Minute)
 		nodes.Start(ctx)
+	}
+	reg, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.kick() },
+		DeleteFunc: func(any) { c.kick() },
+		UpdateFunc: func(before, after any) {
+			b, okB := before.(*corev1.Node)
+			a, okA := after.(*corev1.Node)
+			if !okB || !okA || ready(b) != ready(a) {
+				c.kick()
+			}
+		},
+	})
+	if err == nil {
+		context.AfterFunc(ctx, func() { _ = nodes.Informer().RemoveEventHandler(reg) })
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), nodes.Informer().HasSynced) {
 		return

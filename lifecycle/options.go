@@ -27,6 +27,8 @@ type options struct {
 	drain    nodedrain.Options
 	recorder record.EventRecorder
 	nodes    *nodecache.Cache
+	// deletes says which pools RollBack may delete servers of; nil: all.
+	deletes func(pool string) bool
 }
 
 func defaults() options {
@@ -41,6 +43,16 @@ func WithLogger(l *zap.Logger) Option {
 			o.log = l.Named("lifecycle")
 		}
 	}
+}
+
+// WithRollBackDeletes limits the servers RollBack deletes to the pools for
+// which in reports true: a replacement of another pool is rolled back
+// without a delete (its old node serves again, the replacement is kept
+// without its scale-down protection), and is never finished. For a tool
+// whose scope is some pools only (cleanup of some pools, beside pools it
+// must not touch).
+func WithRollBackDeletes(in func(pool string) bool) Option {
+	return func(o *options) { o.deletes = in }
 }
 
 // WithRegisterer registers the lifecycle's metrics with reg.

@@ -141,6 +141,10 @@ type replacement struct {
 	oldNode  *corev1.Node
 	newNode  *corev1.Node
 	replaced bool // the old server is gone: only the protection is left
+	// oldGoing: the old server's delete is requested and has not ended;
+	// it may yet fail. Nothing is done meanwhile, but the replacement
+	// holds its slot until the server is gone or listed again.
+	oldGoing bool
 }
 
 // inventory indexes a world: servers by ID and the replacements in
@@ -155,16 +159,31 @@ type inventory struct {
 	byOld   map[int64]*replacement
 	done    []*replacement
 	orphans []*corev1.Node // marked nodes whose replacement is gone
+	// going holds the servers whose delete is requested and has not
+	// ended, by ID: the pools list them as Deleting instances, not as
+	// servers.
+	going map[int64]goingServer
+}
+
+// goingServer is a server being deleted.
+type goingServer struct {
+	pool *poolView
+	name string
 }
 
 func (w *world) index() *inventory {
-	inv := &inventory{servers: map[int64]*servercache.Server{}, poolOf: map[int64]*poolView{}, byOld: map[int64]*replacement{}}
+	inv := &inventory{servers: map[int64]*servercache.Server{}, poolOf: map[int64]*poolView{}, byOld: map[int64]*replacement{}, going: map[int64]goingServer{}}
 	for i := range w.pools {
 		pv := &w.pools[i]
 		for j := range pv.servers {
 			s := &pv.servers[j]
 			inv.servers[s.ID] = s
 			inv.poolOf[s.ID] = pv
+		}
+		for _, in := range pv.instances {
+			if in.State == pool.Deleting && in.ServerID != 0 {
+				inv.going[in.ServerID] = goingServer{pool: pv, name: in.Name}
+			}
 		}
 	}
 	for i := range w.pools {
@@ -180,17 +199,18 @@ func (w *world) replacementsOf(inv *inventory, pv *poolView) {
 		if in.Replaces <= 0 || in.State == pool.Deleting {
 			continue // a replacement being deleted replaces nothing
 		}
-		old, ok := inv.servers[in.Replaces]
 		r := &replacement{old: servercache.Server{ID: in.Replaces}, newName: in.Name, newID: in.ServerID, newPool: pv, failed: in.Error}
-		if !ok {
+		r.newNode = w.nodeOf(in.ServerID, in.Name)
+		if old, ok := inv.servers[in.Replaces]; ok {
+			r.old, r.pool = *old, inv.poolOf[old.ID]
+		} else if g, going := inv.going[in.Replaces]; going {
+			r.old, r.pool, r.oldGoing = servercache.Server{ID: in.Replaces, Name: g.name}, g.pool, true
+		} else {
 			r.replaced = true
-			r.newNode = w.nodeOf(in.ServerID, in.Name)
 			inv.done = append(inv.done, r)
 			continue
 		}
-		r.old, r.pool = *old, inv.poolOf[old.ID]
-		r.oldNode = w.nodeOf(old.ID, old.Name)
-		r.newNode = w.nodeOf(in.ServerID, in.Name)
+		r.oldNode = w.nodeOf(r.old.ID, r.old.Name)
 		if r.oldNode != nil {
 			if st, stopped := stopOf(r.oldNode); stopped && st.Replacement == in.Name {
 				r.replaced = true // ended: the new node is an ordinary one
@@ -200,11 +220,14 @@ func (w *world) replacementsOf(inv *inventory, pv *poolView) {
 			r.mark, r.hasMark = markOf(r.oldNode)
 		}
 		r.phase = PhaseSurging
-		if r.hasMark && r.mark.Replacement == in.Name {
+		switch {
+		case r.oldGoing:
+			r.phase = PhaseDeleting
+		case r.hasMark && r.mark.Replacement == in.Name:
 			r.phase = r.mark.Phase
 		}
-		if prev, dup := inv.byOld[old.ID]; !dup || prev.newID == 0 {
-			inv.byOld[old.ID] = r
+		if prev, dup := inv.byOld[r.old.ID]; !dup || prev.newID == 0 {
+			inv.byOld[r.old.ID] = r
 		}
 	}
 }
@@ -222,9 +245,14 @@ func (w *world) drainOuts(inv *inventory) {
 			continue
 		}
 		s, listed := inv.servers[id]
+		g, going := inv.going[id]
 		switch {
+		case !listed && going:
+			// Its delete has not ended: it holds its slot until it does.
+			inv.byOld[id] = &replacement{pool: g.pool, old: servercache.Server{ID: id, Name: g.name}, newName: m.Replacement,
+				phase: PhaseDeleting, mark: m, hasMark: true, oldNode: n, oldGoing: true}
 		case !listed:
-			// The server is gone or being deleted: nothing to undo.
+			// The server is gone: nothing to undo.
 		case m.Replacement == "":
 			inv.byOld[id] = &replacement{pool: inv.poolOf[id], old: *s, phase: m.Phase, mark: m, hasMark: true, oldNode: n}
 		default:
@@ -254,6 +282,11 @@ func (w *world) serverOfNode(n *corev1.Node) int64 {
 		for j := range w.pools[i].servers {
 			if w.pools[i].servers[j].Name == n.Name {
 				return w.pools[i].servers[j].ID
+			}
+		}
+		for _, in := range w.pools[i].instances {
+			if in.State == pool.Deleting && in.ServerID != 0 && in.Name == n.Name {
+				return in.ServerID // being deleted: no longer a listed server
 			}
 		}
 	}

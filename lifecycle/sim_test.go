@@ -6,8 +6,9 @@ package lifecycle_test
 // served in memory), the fake Kubernetes API with a kubelet, a scheduler,
 // ReplicaSets and a disruption controller, the autoscaler's calls through
 // the pools (IncreaseSize, DeleteNodes of any instance, DecreaseTargetSize,
-// and its loop deleting failed and unregistered instances), Hetzner faults
-// (failed creates, servers that never join, deleted or powered off by a
+// its loop deleting failed and unregistered instances, and its scale-up
+// of a pool by one while pods are pending and no node comes up), Hetzner
+// faults (failed creates, servers that never join, deleted or powered off by a
 // person, slow actions, 429s), node events (kubelet down and back,
 // cordoned by a person), pods (with and without a controller,
 // do-not-disrupt, a budget that changes), reloads (drift, a reason turned
@@ -71,12 +72,23 @@ var (
 	simTrace      = flag.Bool("sim.trace", false, "print the trace of every seed")
 )
 
+// simRegressionSeeds run beside the first -sim.seeds seeds: each broke an
+// invariant before a fix (172: maxInFlight passed while an old server's
+// delete was in flight; 360: a removed pool's drain-out that could not
+// end while no pool scaled up for its pods).
+var simRegressionSeeds = []uint64{172, 360}
+
 func TestSimulation(t *testing.T) {
 	seeds := []uint64{*simSeed}
 	if *simSeed == 0 {
 		seeds = seeds[:0]
 		for i := range *simSeeds {
 			seeds = append(seeds, uint64(i+1))
+		}
+		for _, s := range simRegressionSeeds {
+			if s > uint64(*simSeeds) {
+				seeds = append(seeds, s)
+			}
 		}
 	}
 	start, open := time.Now(), map[string][]uint64{}

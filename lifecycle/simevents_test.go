@@ -168,6 +168,34 @@ func (s *sim) caLoop() {
 			s.trace("autoscaler: DeleteNodes(%s, %v) (failed or unregistered): %v", p.Name(), ids, p.DeleteInstances(autoscaler(), ids))
 		}
 	}
+	s.scaleUpForPending()
+}
+
+// scaleUpForPending plays the autoscaler's scale-up: while pods are
+// pending (no Ready, schedulable node takes them) and no node is coming
+// up, it asks the first configured pool below its max for one more. Without
+// it a removed pool's node could never be drained out once every other
+// pool had lost its nodes: its evicted pods would stay pending, the budget
+// would hold the drain, and it would stop and retry for ever.
+func (s *sim) scaleUpForPending() {
+	if !slices.ContainsFunc(s.pods(), func(p *corev1.Pod) bool { return p.Spec.NodeName == "" }) {
+		return
+	}
+	for _, p := range s.pools() {
+		for _, in := range p.Instances() {
+			sv, ok := s.api.ServerByID(in.ServerID)
+			joining := ok && sv.Status == hcloud.ServerStatusRunning && s.node(sv.Name) == nil && !s.neverJoin[sv.Name]
+			if in.State == pool.Creating && in.Error == nil || joining {
+				return // a node is coming up
+			}
+		}
+	}
+	for _, p := range s.pools() {
+		if !p.Removed() && p.TargetSize() < p.MaxSize() {
+			s.trace("autoscaler: IncreaseSize(%s, 1) for pending pods: %v", p.Name(), p.IncreaseSize(autoscaler(), 1))
+			return
+		}
+	}
 }
 
 func (s *sim) personDeletes(r *rand.Rand) {

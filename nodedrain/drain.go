@@ -37,8 +37,8 @@ type Options struct {
 	// Backoff is the first wait before an eviction the API refused with
 	// 429 is tried again; it doubles up to MaxBackoff. 0 means 1 s and 30 s.
 	Backoff, MaxBackoff time.Duration
-	// Poll is how often Drain looks whether evicted pods are gone; 0
-	// means 1 s.
+	// Poll is how often Drain looks whether evicted pods are gone, after
+	// a first look right after the evictions; 0 means 1 s.
 	Poll time.Duration
 	// Log receives a line per eviction and per refusal; nil: no log.
 	Log *zap.Logger
@@ -174,15 +174,23 @@ func Drain(ctx context.Context, c kubernetes.Interface, node string, o Options) 
 	if len(held) > 0 {
 		return &BlockedError{Node: node, Blockers: held}
 	}
-	for len(pods) > 0 {
+	for wait := false; len(pods) > 0; wait = true {
+		if wait {
+			select {
+			case <-ctx.Done():
+				return d.stopped(ctx, pods)
+			case <-time.After(o.Poll):
+			}
+			if pods, err = podsOn(ctx, c, node); err != nil && ctx.Err() == nil {
+				return err
+			} else if err != nil {
+				return d.stopped(ctx, pods)
+			}
+		}
 		if err := d.round(ctx, pods); err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return d.stopped(ctx, pods)
-		case <-time.After(o.Poll):
-		}
+		// Evictions often end at once: look again before waiting.
 		if pods, err = podsOn(ctx, c, node); err != nil && ctx.Err() == nil {
 			return err
 		} else if err != nil {

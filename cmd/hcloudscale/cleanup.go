@@ -21,6 +21,7 @@ import (
 	"github.com/hcloudscale/hcloudscale/actionwait"
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/internal/redact"
+	"github.com/hcloudscale/hcloudscale/lifecycle"
 )
 
 func cleanupHelp(fs *flag.FlagSet) func(io.Writer) {
@@ -45,6 +46,15 @@ servers of another unnamed cluster with the same pool names are in it. --all-poo
 a cluster name would reach every autoscaled server of every unnamed cluster in the project,
 so it is refused unless --every-unnamed-cluster says that this is meant. Servers without
 these labels are never touched.
+
+With --yes and a kubeconfig at hand (--kubeconfig, else $KUBECONFIG), it first ends what
+the node lifecycle (serve --replace-nodes) left, as "replace --abort" does: each replacement
+is finished or rolled back, and the lifecycle's marks, cordons and scale-down protections
+leave the nodes, so that nodes whose servers stay (a delete that fails, a pool out of the
+scope) serve again. It deletes no server out of the scope: a replacement in a pool out of
+it is kept, unprotected. That needs the references the autoscaler needs; when they are gone
+it is skipped with a warning (-o json: "rollBackError"), and the deletes go on. What it did
+is listed per node (-o json: "rolledBack").
 
 It reads the same environment and --nodes flags as the autoscaler, but does not check
 the network, firewalls or other references, which may be gone already.
@@ -71,6 +81,11 @@ type cleanupResult struct {
 	NotDeleted []cleanupFailure `json:"notDeleted"`
 	// Errors has one line per server of NotDeleted, and a listing error.
 	Errors []string `json:"errors"`
+	// RolledBack is what cleanup --yes did, with a kubeconfig at hand,
+	// to end what the node lifecycle left before the deletes (as replace
+	// --abort does); RollBackError says why that could not be done.
+	RolledBack    []lifecycle.Undone `json:"rolledBack,omitempty"`
+	RollBackError string             `json:"rollBackError,omitempty"`
 }
 
 // cleanupFailure is a server that cleanup did not delete.
@@ -128,6 +143,13 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	defer cancel()
 	client := cleanupClient(cfg, log)
 	res := &cleanupResult{Selector: cleanupSelector(cfg, *allPools), DryRun: !*yes, Servers: []cleanupServer{}, Deleted: []string{}, NotDeleted: []cleanupFailure{}, Errors: []string{}}
+	human := *output == outputTable
+	if path := guard.path(env); *yes && path != "" {
+		rollBackBeforeCleanup(ctx, cfg, path, env, log, res, func(pool string) bool { return *allPools || cfg.Pool(pool) != nil })
+		if human {
+			printRolledBack(stdout, stderr, res)
+		}
+	}
 	servers, err := listCleanupServers(ctx, client, cfg, *allPools, res.Selector)
 	if err != nil {
 		fmt.Fprintf(stderr, "hcloudscale cleanup: %v\n", err)
@@ -137,7 +159,6 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		res.Servers = append(res.Servers, cleanupServerOf(s))
 	}
 
-	human := *output == outputTable
 	if human {
 		printCleanupList(stdout, res)
 	}
@@ -155,6 +176,53 @@ func runCleanup(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		}
 	}
 	return reportCleanupErrors(stderr, res.Errors)
+}
+
+// rollBackBeforeCleanup ends what the node lifecycle left, as replace
+// --abort does (lifecycle.Controller.RollBack), before the servers are
+// listed and deleted: a replacement finished or rolled back, the
+// lifecycle's marks, cordons and scale-down protections removed from the
+// nodes. Its server deletes stay within cleanup's scope (inScope): a
+// replacement in a pool out of it (a pool removed from the configuration,
+// without --all-pools) is rolled back and kept. It runs before the listing,
+// so a server it deleted is not deleted twice. It is
+// best effort: a Cluster cannot be built once the network or other
+// references are gone, and the servers go anyway.
+func rollBackBeforeCleanup(ctx context.Context, cfg *config.Config, kubeconfig string, env config.Env, log *zap.Logger, res *cleanupResult, inScope func(pool string) bool) {
+	fail := func(err error) { res.RollBackError = err.Error() }
+	kube, err := newKubeClient(kubeconfig, env)
+	if err != nil {
+		fail(err)
+		return
+	}
+	c, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithLenientChecks(), hcloudscale.WithoutResume())
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer func() { _ = closeCluster(c, 5*time.Second) }()
+	ctrl, err := lifecycle.New(c, kube, lifecycle.WithLogger(log), lifecycle.WithRollBackDeletes(inScope))
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer ctrl.Close()
+	res.RolledBack, err = ctrl.RollBack(ctx)
+	if err != nil {
+		fail(err)
+	}
+}
+
+// printRolledBack reports what rollBackBeforeCleanup did: a line per
+// node, or why it could not, as a warning.
+func printRolledBack(stdout, stderr io.Writer, res *cleanupResult) {
+	if res.RollBackError != "" {
+		fmt.Fprintf(stderr, "hcloudscale cleanup: warning: what the node lifecycle left was not (all) rolled back: %s\n", res.RollBackError)
+	}
+	if len(res.RolledBack) > 0 {
+		fmt.Fprintln(stdout, "The node lifecycle's replacements, ended before the deletes:")
+		printUndone(stdout, res.RolledBack)
+	}
 }
 
 // checkCleanupScope refuses an --all-pools that would reach beyond this

@@ -2,14 +2,22 @@ package main
 
 import (
 	"encoding/base64"
+	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
+	"github.com/hcloudscale/hcloudscale/lifecycle"
 )
 
 // projectNames lists every server left in the project, sorted.
@@ -312,5 +320,78 @@ func TestCleanupDebugLogsAPITraffic(t *testing.T) {
 	}
 	if strings.Contains(r.stderr, p.api.Token()) {
 		t.Errorf("cleanup --log-level debug logged the token:\n%s", r.stderr)
+	}
+}
+
+// TestCleanupRollsBackTheNodeLifecycle: cleanup --yes with a kubeconfig at
+// hand ends what the node lifecycle left before it deletes, as replace
+// --abort does: the old node of a replacement in its scope serves again
+// (uncordoned, unmarked) should its server's delete fail, the replacement
+// holding no pods is deleted, and a node of a pool out of its scope loses
+// the lifecycle's mark and cordon while its server stays.
+func TestCleanupRollsBackTheNodeLifecycle(t *testing.T) {
+	p := newFakeProject(t, hcloudtest.WithDefaultActionDuration(0))
+	ids := addServers(t, p,
+		hcloudtest.ServerInfo{Name: "prod-workers-old", Labels: poolLabels("workers", "prod")},
+		hcloudtest.ServerInfo{Name: "prod-workers-new", Labels: poolLabels("workers", "prod")},
+		hcloudtest.ServerInfo{Name: "prod-retired-1", Labels: poolLabels("retired", "prod")},
+		hcloudtest.ServerInfo{Name: "prod-retired-2", Labels: poolLabels("retired", "prod")},
+	)
+	for old, repl := range map[string]string{"prod-workers-old": "prod-workers-new", "prod-retired-1": "prod-retired-2"} {
+		labels := poolLabels(strings.Split(old, "-")[1], "prod")
+		labels[config.LabelReplaces] = strconv.FormatInt(ids[old], 10)
+		if err := p.api.SetServerLabels(ids[repl], labels); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := func(name string, cordoned bool, annotations map[string]string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+			Spec:   corev1.NodeSpec{ProviderID: fmt.Sprintf("hcloud://%d", ids[name]), Unschedulable: cordoned},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	}
+	draining := func(repl string) map[string]string {
+		return map[string]string{lifecycle.ReplacementAnnotation: `{"replacement":"` + repl + `","phase":"draining","since":"2026-01-01T00:00:00Z"}`}
+	}
+	protected := map[string]string{lifecycle.ScaleDownDisabledAnnotation: "true", lifecycle.ProtectsAnnotation: "1"}
+	kube := kubefake.NewClientset(
+		node("prod-workers-old", true, draining("prod-workers-new")), node("prod-workers-new", false, maps.Clone(protected)),
+		node("prod-retired-1", true, draining("prod-retired-2")), node("prod-retired-2", false, maps.Clone(protected)),
+	)
+	old := newKubeClient
+	newKubeClient = func(string, config.Env) (kubernetes.Interface, error) { return kube, nil }
+	t.Cleanup(func() { newKubeClient = old })
+
+	r := runCmd(t, runCleanup, p.env(t, map[string]string{"KUBECONFIG": "/kubeconfig"}), append([]string{"--yes", "-o", "json"}, exampleNodes...)...)
+	if r.code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	res := decodeJSON[cleanupResult](t, r)
+	got := map[string]string{}
+	for _, u := range res.RolledBack {
+		got[u.Node] = u.Action + u.Error
+	}
+	want := map[string]string{"prod-workers-old": lifecycle.UndoneRolledBack, "prod-retired-1": lifecycle.UndoneKept}
+	if diff := cmp.Diff(want, got); diff != "" || res.RollBackError != "" {
+		t.Errorf("rolled back (-want +got):\n%s%s", diff, res.RollBackError)
+	}
+	// The replacement was deleted by the roll-back, the old server by
+	// the cleanup; the pool out of its scope keeps both its servers.
+	if diff := cmp.Diff([]string{"prod-workers-old"}, res.Deleted); diff != "" {
+		t.Errorf("deleted (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"prod-retired-1", "prod-retired-2"}, projectNames(t, p)); diff != "" {
+		t.Errorf("servers left (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"prod-workers-old", "prod-retired-1"} {
+		n, err := kube.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, marked := n.Annotations[lifecycle.ReplacementAnnotation]; marked || n.Spec.Unschedulable {
+			t.Errorf("node %s: cordoned %v, annotations %v; want it serving again", name, n.Spec.Unschedulable, n.Annotations)
+		}
+	}
+	if n, _ := kube.CoreV1().Nodes().Get(t.Context(), "prod-retired-2", metav1.GetOptions{}); n.Annotations[lifecycle.ProtectsAnnotation] != "" {
+		t.Errorf("the kept replacement prod-retired-2 keeps its protection: %v", n.Annotations)
 	}
 }

@@ -39,10 +39,7 @@ func (g *leaseGuard) check(ctx context.Context, env config.Env) error {
 	if g.ignore {
 		return nil
 	}
-	path := g.kubeconfig
-	if path == "" && env.Lookup != nil {
-		path, _ = env.Lookup("KUBECONFIG")
-	}
+	path := g.path(env)
 	if path == "" {
 		return nil
 	}
@@ -69,6 +66,16 @@ func (g *leaseGuard) check(ctx context.Context, env config.Env) error {
 			time.Since(h.Renewed).Round(time.Second), h.Left.Round(time.Second))
 	}
 	return nil
+}
+
+// path is the kubeconfig at hand: --kubeconfig, else $KUBECONFIG; "" for
+// none.
+func (g *leaseGuard) path(env config.Env) string {
+	if g.kubeconfig == "" && env.Lookup != nil {
+		v, _ := env.Lookup("KUBECONFIG")
+		return v
+	}
+	return g.kubeconfig
 }
 
 // elsewhere looks for serve's Lease in every namespace when the one it

@@ -230,7 +230,7 @@ type replaceFlags struct {
 func (r *replaceFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&r.enabled, "replace-nodes", false, "run the node lifecycle: replace the nodes of pools that enable it in the cluster config (replace), surge-first and drained through the Eviction API; needs --leader-elect with more than one replica, and the RBAC of the chart's nodeLifecycle")
 	fs.BoolVar(&r.dryRun, "replace-dry-run", false, "with --replace-nodes: plan, log and count only; nothing is created, cordoned, evicted or deleted")
-	fs.DurationVar(&r.interval, "replace-interval", lifecycle.DefaultInterval, "time between two steps of the node lifecycle")
+	fs.DurationVar(&r.interval, "replace-interval", lifecycle.DefaultInterval, "the longest time between two steps of the node lifecycle (it also steps when a node registers, turns Ready or goes, a drain ends or an old server's delete ends)")
 }
 
 // runLifecycle runs a Controller on the backend's Cluster until the
