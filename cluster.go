@@ -62,6 +62,11 @@ type Cluster struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// configChanged is closed, and replaced, when a configuration is
+	// applied; nil until asked for.
+	changedMu     sync.Mutex
+	configChanged chan struct{}
 }
 
 // New checks cfg against the API and returns a Cluster ready to scale.

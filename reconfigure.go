@@ -213,6 +213,25 @@ func (c *Cluster) applied(old *poolSet, cfg *config.Config, warnings, changed, r
 	c.warnMu.Unlock()
 	c.log.Info("configuration applied", zap.Strings("added", names), zap.Strings("changed", changed), zap.Strings("removed", removed),
 		zap.Int("warnings", len(cfg.Warnings)+len(warnings)))
+	c.changedMu.Lock()
+	if c.configChanged != nil {
+		close(c.configChanged)
+		c.configChanged = nil
+	}
+	c.changedMu.Unlock()
+}
+
+// ConfigChanged returns a channel that is closed when a configuration is
+// next applied (by Reconfigure or a reload): what acts on the
+// configuration, such as the node lifecycle, can act at once rather than
+// at its next interval. Ask again after each close.
+func (c *Cluster) ConfigChanged() <-chan struct{} {
+	c.changedMu.Lock()
+	defer c.changedMu.Unlock()
+	if c.configChanged == nil {
+		c.configChanged = make(chan struct{})
+	}
+	return c.configChanged
 }
 
 // checkFixed reports the settings that differ between the running

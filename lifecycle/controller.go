@@ -86,7 +86,7 @@ func (c *Controller) Close() {
 
 // Run makes a Step when something a replacement waits for happens (a
 // node registers, turns Ready or goes; a drain ends; an old server's
-// delete ends) and every interval in any case, until ctx ends. While
+// delete ends; a configuration is applied) and every interval in any case, until ctx ends. While
 // WithLeader says the process does not lead, it makes no step and stops
 // its drains.
 func (c *Controller) Run(ctx context.Context) error {
@@ -94,6 +94,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	t := c.o.clock.NewTicker(c.o.interval)
 	defer t.Stop()
 	for {
+		changed := c.cluster.ConfigChanged()
 		if _, err := c.Step(ctx); err != nil && ctx.Err() == nil {
 			c.o.log.Warn("node lifecycle step failed", zap.Error(err))
 		}
@@ -102,6 +103,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			return nil
 		case <-t.C():
 		case <-c.wake:
+		case <-changed:
 		}
 	}
 }

@@ -766,3 +766,40 @@ func TestRunStepsOnEvents(t *testing.T) {
 		e.kubelet()
 	}
 }
+
+// TestRunStepsOnAConfigChange: Run has stepped and nothing was due; the
+// configuration then changes the pool's cloud-init. With the Controller's
+// clock standing still, only the change itself can make Run step: the
+// node is replaced without a tick.
+func TestRunStepsOnAConfigChange(t *testing.T) {
+	rc := map[string]any{"drift": []string{"user_data"}}
+	e := newEnv(t, 1, rc)
+	old := e.running()[0].Name
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.ctrl.Run(ctx)
+	}()
+	defer func() { cancel(); <-done }()
+	for range 20 {
+		time.Sleep(5 * time.Millisecond)
+		e.kubelet()
+	}
+	if len(e.all()) != 1 {
+		t.Fatalf("a replacement started with nothing due: servers %v", e.all())
+	}
+	e.reconfigure("#cloud-config\n# v2\n", rc, nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, there := e.api.ServerByID(e.serverID(old))
+		if !there && len(e.running()) == 1 && !e.protected() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not replaced after the configuration changed: servers %v, protected %v", e.all(), e.protected())
+		}
+		time.Sleep(5 * time.Millisecond)
+		e.kubelet()
+	}
+}

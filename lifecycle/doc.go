@@ -10,8 +10,9 @@
 //
 // A Controller's Step reads the pools (servers, claims, drift) from the
 // Cluster's memory and the nodes from Kubernetes, and for each node due
-// (Run steps when a node registers, turns Ready or goes, a drain ends or
-// an old server's delete ends, and every interval in any case):
+// (Run steps when a node registers, turns Ready or goes, a drain ends, an
+// old server's delete ends or a configuration is applied, and every
+// interval in any case):
 //
 //  1. surging: pool.Pool.Surge creates a replacement in the node's pool,
 //     labelled config.LabelReplaces with the old server's ID; the target
