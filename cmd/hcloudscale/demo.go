@@ -82,8 +82,9 @@ cluster (a Kubernetes API of the demo's nodes on 127.0.0.1), and the API request
 it cost. It takes about ten seconds (about one with --fast).
 
 With --keep the fake API and the simulated cluster keep running until interrupted, and
-the demo prints the environment (token, endpoint, cluster-config file, KUBECONFIG) that
-points status and replace --plan, run from another shell, at them.
+the demo prints the environment (token, endpoint, cluster-config file, KUBECONFIG; the
+provider's other variables unset) that points status, replace --plan and scale, run
+from another shell, at them.
 
 The demo's configuration is an ordinary cluster config (cmd/hcloudscale/demo.json) with
 three pools:

@@ -80,7 +80,10 @@ func TestDemoKeep(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- runDemo(ctx, []string{"--fast", "--keep"}, &stdout, &stderr, config.Env{}) }()
-	vars := waitForExports(t, &stdout, done)
+	// The shell of someone moving from the upstream provider still has its
+	// variables, one of which outranks the config file the demo prints.
+	shell := map[string]string{config.EnvClusterConfig: "e30=", config.EnvImage: "debian-12", "KUBECONFIG": "/nonexistent"}
+	vars := waitForExports(t, &stdout, done, shell)
 	env := config.Env{Lookup: func(name string) (string, bool) { v, ok := vars[name]; return v, ok }, ReadFile: os.ReadFile}
 	nodes := regexp.MustCompile(`go run \./cmd/hcloudscale replace --plan (.*)`).FindStringSubmatch(stdout.String())
 	if nodes == nil {
@@ -92,6 +95,10 @@ func TestDemoKeep(t *testing.T) {
 	}
 	if r := runCmd(t, runReplace, env, append([]string{"--plan"}, args...)...); r.code != exitOK || !strings.Contains(r.stdout, "No node is due") {
 		t.Errorf("replace --plan after the roll = %d: %s%s; want nothing due", r.code, r.stdout, r.stderr)
+	}
+	// scale reads serve's Lease in the simulated cluster, as in a real one.
+	if r := runCmd(t, runScale, env, append([]string{"workers-fsn1", "1"}, args...)...); r.code != exitOK {
+		t.Errorf("scale workers-fsn1 1 = %d: %s%s; want it done", r.code, r.stdout, r.stderr)
 	}
 	path := vars[config.EnvClusterConfigFile]
 	if err := os.WriteFile(path, []byte(demoClusterConfig), 0o600); err != nil {
@@ -111,8 +118,8 @@ func TestDemoKeep(t *testing.T) {
 }
 
 // waitForExports waits until the demo printed its environment and
-// returns it.
-func waitForExports(t *testing.T, stdout *syncBuffer, done <-chan int) map[string]string {
+// returns shell with the printed export and unset lines applied.
+func waitForExports(t *testing.T, stdout *syncBuffer, done <-chan int, shell map[string]string) map[string]string {
 	t.Helper()
 	exportRE := regexp.MustCompile(`(?m)^  export (\w+)=(\S+)$`)
 	deadline := time.After(30 * time.Second)
@@ -125,11 +132,15 @@ func waitForExports(t *testing.T, stdout *syncBuffer, done <-chan int) map[strin
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	vars := map[string]string{}
-	for _, m := range exportRE.FindAllStringSubmatch(stdout.String(), -1) {
-		vars[m[1]] = m[2]
+	for _, m := range regexp.MustCompile(`(?m)^  unset (.+)$`).FindAllStringSubmatch(stdout.String(), -1) {
+		for _, name := range strings.Fields(m[1]) {
+			delete(shell, name)
+		}
 	}
-	return vars
+	for _, m := range exportRE.FindAllStringSubmatch(stdout.String(), -1) {
+		shell[m[1]] = m[2]
+	}
+	return shell
 }
 
 // slowScaleUpLog is a log writer that holds up the first "scale-up

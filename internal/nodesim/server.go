@@ -40,6 +40,8 @@ func NewServer() *Server {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods", emptyList("PodList", "v1"))
 	mux.HandleFunc("GET /apis/policy/v1/poddisruptionbudgets", emptyList("PodDisruptionBudgetList", "policy/v1"))
 	mux.HandleFunc("GET /apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", emptyList("PodDisruptionBudgetList", "policy/v1"))
+	mux.HandleFunc("GET /apis/coordination.k8s.io/v1/leases", emptyList("LeaseList", "coordination.k8s.io/v1"))
+	mux.HandleFunc("GET /apis/coordination.k8s.io/v1/namespaces/{ns}/leases", emptyList("LeaseList", "coordination.k8s.io/v1"))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/events", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")

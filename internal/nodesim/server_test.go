@@ -73,6 +73,13 @@ func TestNodesOfServers(t *testing.T) {
 	if err != nil || len(pdbs.Items) != 0 {
 		t.Errorf("budgets = %v, %v; want none", pdbs, err)
 	}
+	leases, err := client.CoordinationV1().Leases("").List(ctx, metav1.ListOptions{})
+	if err != nil || len(leases.Items) != 0 {
+		t.Errorf("leases = %v, %v; want none", leases, err)
+	}
+	if _, err := client.CoordinationV1().Leases("kube-system").Get(ctx, "hcloudscale", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("lease kube-system/hcloudscale: error %v; want NotFound", err)
+	}
 	if _, err := client.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("secrets: error %v; want NotFound (not served)", err)
 	}
