@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,10 +73,11 @@ func TestDemo(t *testing.T) {
 // TestDemoKeep runs demo --keep and points status and replace --plan, as
 // the demo prints them, at what it keeps running: the plan finds nothing
 // due, then the node of an image changed back in the printed config file;
-// an interrupt stops the demo and removes its files.
+// the terminal closing (SIGHUP) stops the demo as Ctrl-C does, and it
+// removes its files.
 func TestDemoKeep(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := interruptContext()
 	defer cancel()
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
@@ -108,12 +110,14 @@ func TestDemoKeep(t *testing.T) {
 	if r.code != exitOK || !regexp.MustCompile(`(?m)^workers-fsn1\s+workers-fsn1-[0-9a-f]+\s+drift:image\s+starts`).MatchString(r.stdout) {
 		t.Errorf("replace --plan with the old image = %d: %s%s; want the worker's node due for drift:image", r.code, r.stdout, r.stderr)
 	}
-	cancel()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
 	if code := <-done; code != exitOK {
-		t.Errorf("demo --keep after the interrupt = %d; want %d; stderr %s", code, exitOK, stderr.String())
+		t.Errorf("demo --keep after SIGHUP = %d; want %d; stderr %s", code, exitOK, stderr.String())
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Errorf("the demo's config file after the interrupt: %v; want it removed", err)
+		t.Errorf("the demo's config file after SIGHUP: %v; want it removed", err)
 	}
 }
 
