@@ -217,3 +217,21 @@ func TestDemoUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestDemoHelpTellsTheREADMEsDuration checks that demo --help promises
+// the durations the README measured.
+func TestDemoHelpTellsTheREADMEsDuration(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile("in about (\\d+) seconds after\\s+the first build \\(`--fast`: about (\\d+)\\)").FindStringSubmatch(string(readme))
+	if want == nil {
+		t.Fatal("the README says nothing of how long the demo takes")
+	}
+	r := runCmd(t, runDemo, config.Env{}, "--help")
+	got := regexp.MustCompile(`takes about (\S+) seconds \(about (\S+) with --fast\)`).FindStringSubmatch(strings.Join(strings.Fields(r.stdout), " "))
+	if got == nil || got[1] != want[1] || got[2] != want[2] {
+		t.Errorf("demo --help: %q; want about %s seconds, %s with --fast, as the README says", got, want[1], want[2])
+	}
+}
