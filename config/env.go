@@ -37,6 +37,17 @@ const (
 	EnvEndpointInsecure = "HCLOUD_ENDPOINT_INSECURE"
 )
 
+// EnvNames returns the names of every environment variable Load reads, so
+// that a program that points another at a configuration of its own can
+// clear the others a shell may hold.
+func EnvNames() []string {
+	return []string{
+		EnvToken, EnvTokenFile, EnvEndpoint, EnvEndpointInsecure, EnvClusterConfig, EnvClusterConfigFile,
+		EnvCloudInit, EnvImage, EnvNetwork, EnvFirewall, EnvSSHKey, EnvPublicIPv4, EnvPublicIPv6,
+		EnvServerCreationTimeout, EnvClusterName,
+	}
+}
+
 // Env is where Load reads the environment and files from.
 //
 // A nil Lookup is an empty environment. A nil ReadFile makes every file

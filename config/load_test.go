@@ -576,3 +576,30 @@ func TestOSEnvCapsFileReads(t *testing.T) {
 	_, err = Load(env, baseSpecs)
 	checkProblems(t, err, []problem{{EnvClusterConfigFile, "is larger than 4 MiB"}})
 }
+
+// TestEnvNamesListsEveryVariableLoadReads records the variables Load
+// looks up, with settings that make it read the conditional ones too,
+// and checks that EnvNames names each.
+func TestEnvNamesListsEveryVariableLoadReads(t *testing.T) {
+	asked := map[string]bool{}
+	for _, vars := range []map[string]string{
+		{},
+		{EnvTokenFile: "/token", EnvEndpoint: "http://api.example.com/v1", EnvClusterConfigFile: "/cc.json", EnvCloudInit: "I2Nsb3VkLWNvbmZpZw==",
+			EnvImage: "debian-12", EnvNetwork: "n", EnvFirewall: "f", EnvSSHKey: "k", EnvPublicIPv4: "false", EnvPublicIPv6: "true",
+			EnvServerCreationTimeout: "5", EnvClusterName: "c"},
+		{EnvToken: strings.Repeat("a", 64), EnvClusterConfig: "e30=", EnvEndpoint: "http://10.0.0.1/v1", EnvEndpointInsecure: "true"},
+	} {
+		env := MapEnv(vars, map[string]string{"/token": strings.Repeat("a", 64), "/cc.json": "{}"})
+		lookup := env.Lookup
+		env.Lookup = func(name string) (string, bool) { asked[name] = true; return lookup(name) }
+		_, _ = Load(env, []string{"1:3:cx23:fsn1:pool1"})
+	}
+	for name := range asked {
+		if !slices.Contains(EnvNames(), name) {
+			t.Errorf("Load reads %s, which EnvNames leaves out", name)
+		}
+	}
+	if !asked[EnvEndpointInsecure] || !asked[EnvClusterName] {
+		t.Errorf("Load read %v; the settings meant to make it read %s and %s", asked, EnvEndpointInsecure, EnvClusterName)
+	}
+}

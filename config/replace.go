@@ -391,16 +391,49 @@ func (w Window) Open(now time.Time) (open bool, next time.Time) {
 
 // alwaysOpen reports whether the compiled window never closes during
 // the year from start: every opening comes before the window opened
-// before it has closed. It walks the openings in steps of half the
-// duration, checking just before each opening that ends a step without
-// one whether the window had closed; false when that takes too long to
-// tell (openings minutes apart).
+// before it has closed.
+//
+// A window shorter than a day can only be so when every day has openings,
+// and then each day has them at the same wall-clock times (a schedule's
+// minutes and hours do not depend on the day), so two days tell, and the
+// days around each clock change of the time zone, whose gaps are longer
+// or shorter in real time. A longer window is walked for the whole year.
 func (w Window) alwaysOpen(start time.Time) bool {
-	if w.spec == nil || w.Duration < 2*time.Minute {
+	if w.spec == nil || w.Duration <= 0 {
 		return false
 	}
-	step := w.Duration / 2
 	end := start.Add(366 * 24 * time.Hour)
+	if w.Duration >= 24*time.Hour {
+		return w.covers(start, end)
+	}
+	spans := [][2]time.Time{{start, start.Add(48 * time.Hour)}}
+	midnight := wallClock(start, w.loc).Truncate(24 * time.Hour)
+	for day := midnight; day.Before(wallClock(end, w.loc)); day = day.AddDate(0, 0, 1) {
+		next := w.spec.Next(day.Add(-time.Second))
+		if next.IsZero() || !next.Before(day.AddDate(0, 0, 1)) {
+			return false
+		}
+		from, to := w.instant(day), w.instant(day.AddDate(0, 0, 1))
+		if to.Sub(from) != 24*time.Hour {
+			spans = append(spans, [2]time.Time{from.Add(-24 * time.Hour), to.Add(24 * time.Hour)})
+		}
+	}
+	for _, s := range spans {
+		if !w.covers(s[0], s[1]) {
+			return false
+		}
+	}
+	return true
+}
+
+// covers reports whether the window is open from start to end. It walks
+// the openings in steps of half the duration, checking just before each
+// opening that ends a step without one whether the window had closed (at
+// once when the last opening seen still holds it open); false when that
+// takes too long to tell (a window of seconds).
+func (w Window) covers(start, end time.Time) bool {
+	step := w.Duration / 2
+	var last time.Time // the latest opening seen, before x
 	for x, n := start, 0; x.Before(end); n++ {
 		if n == 20000 {
 			return false
@@ -411,13 +444,15 @@ func (w Window) alwaysOpen(start time.Time) bool {
 		}
 		next := w.instant(wall)
 		if next.Sub(x) < step {
-			x = x.Add(step)
+			x, last = x.Add(step), next
 			continue
 		}
-		if open, _ := w.Open(next.Add(-time.Second)); !open {
-			return false
+		if last.IsZero() || !last.Add(w.Duration).After(next.Add(-time.Second)) {
+			if open, _ := w.Open(next.Add(-time.Second)); !open {
+				return false
+			}
 		}
-		x = next
+		x, last = next, next
 	}
 	return true
 }

@@ -511,6 +511,19 @@ func TestAlwaysOpenWindowWarns(t *testing.T) {
 		{"every minute for an hour", `{"schedule": "* * * * *", "duration": "1h"}`, true},
 		{"monthly 31 days", `{"schedule": "0 0 1 * *", "duration": "744h"}`, true},
 		{"monthly 30 days: 31-day months close", `{"schedule": "0 0 1 * *", "duration": "720h"}`, false},
+		{"every 15 minutes for 30m", `{"schedule": "*/15 * * * *", "duration": "30m"}`, true},
+		{"every 5 minutes for 10m", `{"schedule": "*/5 * * * *", "duration": "10m"}`, true},
+		{"twice an hour for 45m", `{"schedule": "0,30 * * * *", "duration": "45m"}`, true},
+		{"every minute for a minute", `{"schedule": "* * * * *", "duration": "1m"}`, true},
+		{"every 15 minutes for 14m", `{"schedule": "*/15 * * * *", "duration": "14m"}`, false},
+		{"hourly 1h on weekdays", `{"schedule": "0 * * * 1-5", "duration": "1h"}`, false},
+		{"hourly 1h but not at 3", `{"schedule": "0 0-2,4-23 * * *", "duration": "1h"}`, false},
+		{"hourly 1h except on the 31st", `{"schedule": "0 * 1-30 * *", "duration": "1h"}`, false},
+		{"hourly 2h in Berlin: the repeated autumn hour is covered", `{"schedule": "0 * * * *", "duration": "2h", "timeZone": "Europe/Berlin"}`, true},
+		{"hourly 1h in Berlin: the repeated autumn hour opens once", `{"schedule": "0 * * * *", "duration": "1h", "timeZone": "Europe/Berlin"}`, false},
+		{"hourly 1h in New York", `{"schedule": "0 * * * *", "duration": "1h", "timeZone": "America/New_York"}`, false},
+		{"every 30 minutes for 90m in New York", `{"schedule": "*/30 * * * *", "duration": "90m", "timeZone": "America/New_York"}`, true},
+		{"weekend 48h from Saturday", `{"schedule": "0 0 * * 6", "duration": "48h"}`, false},
 	}
 	for _, tt := range tests {
 		cc, err := ParseClusterConfig([]byte(`{"replace": {"windows": [` + tt.window + `]}}`))

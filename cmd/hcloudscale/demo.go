@@ -79,11 +79,12 @@ servers are created in the background, a server type that sells out in one locat
 the capacity error that makes the autoscaler fail over to another pool, a scale-down, a
 pool's image changed and its node replaced by the node lifecycle against a simulated
 cluster (a Kubernetes API of the demo's nodes on 127.0.0.1), and the API requests all of
-it cost. It takes about ten seconds (about one with --fast).
+it cost. It takes about 14 seconds (about 5 with --fast).
 
 With --keep the fake API and the simulated cluster keep running until interrupted, and
-the demo prints the environment (token, endpoint, cluster-config file, KUBECONFIG) that
-points status and replace --plan, run from another shell, at them.
+the demo prints the environment (token, endpoint, cluster-config file, KUBECONFIG; the
+provider's other variables unset) that points status, replace --plan and scale, run
+from another shell, at them.
 
 The demo's configuration is an ordinary cluster config (cmd/hcloudscale/demo.json) with
 three pools:

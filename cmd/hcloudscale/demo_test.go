@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -72,15 +73,19 @@ func TestDemo(t *testing.T) {
 // TestDemoKeep runs demo --keep and points status and replace --plan, as
 // the demo prints them, at what it keeps running: the plan finds nothing
 // due, then the node of an image changed back in the printed config file;
-// an interrupt stops the demo and removes its files.
+// the terminal closing (SIGHUP) stops the demo as Ctrl-C does, and it
+// removes its files.
 func TestDemoKeep(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := interruptContext()
 	defer cancel()
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- runDemo(ctx, []string{"--fast", "--keep"}, &stdout, &stderr, config.Env{}) }()
-	vars := waitForExports(t, &stdout, done)
+	// The shell of someone moving from the upstream provider still has its
+	// variables, one of which outranks the config file the demo prints.
+	shell := map[string]string{config.EnvClusterConfig: "e30=", config.EnvImage: "debian-12", "KUBECONFIG": "/nonexistent"}
+	vars := waitForExports(t, &stdout, done, shell)
 	env := config.Env{Lookup: func(name string) (string, bool) { v, ok := vars[name]; return v, ok }, ReadFile: os.ReadFile}
 	nodes := regexp.MustCompile(`go run \./cmd/hcloudscale replace --plan (.*)`).FindStringSubmatch(stdout.String())
 	if nodes == nil {
@@ -93,6 +98,10 @@ func TestDemoKeep(t *testing.T) {
 	if r := runCmd(t, runReplace, env, append([]string{"--plan"}, args...)...); r.code != exitOK || !strings.Contains(r.stdout, "No node is due") {
 		t.Errorf("replace --plan after the roll = %d: %s%s; want nothing due", r.code, r.stdout, r.stderr)
 	}
+	// scale reads serve's Lease in the simulated cluster, as in a real one.
+	if r := runCmd(t, runScale, env, append([]string{"workers-fsn1", "1"}, args...)...); r.code != exitOK {
+		t.Errorf("scale workers-fsn1 1 = %d: %s%s; want it done", r.code, r.stdout, r.stderr)
+	}
 	path := vars[config.EnvClusterConfigFile]
 	if err := os.WriteFile(path, []byte(demoClusterConfig), 0o600); err != nil {
 		t.Fatal(err)
@@ -101,18 +110,20 @@ func TestDemoKeep(t *testing.T) {
 	if r.code != exitOK || !regexp.MustCompile(`(?m)^workers-fsn1\s+workers-fsn1-[0-9a-f]+\s+drift:image\s+starts`).MatchString(r.stdout) {
 		t.Errorf("replace --plan with the old image = %d: %s%s; want the worker's node due for drift:image", r.code, r.stdout, r.stderr)
 	}
-	cancel()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
 	if code := <-done; code != exitOK {
-		t.Errorf("demo --keep after the interrupt = %d; want %d; stderr %s", code, exitOK, stderr.String())
+		t.Errorf("demo --keep after SIGHUP = %d; want %d; stderr %s", code, exitOK, stderr.String())
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Errorf("the demo's config file after the interrupt: %v; want it removed", err)
+		t.Errorf("the demo's config file after SIGHUP: %v; want it removed", err)
 	}
 }
 
 // waitForExports waits until the demo printed its environment and
-// returns it.
-func waitForExports(t *testing.T, stdout *syncBuffer, done <-chan int) map[string]string {
+// returns shell with the printed export and unset lines applied.
+func waitForExports(t *testing.T, stdout *syncBuffer, done <-chan int, shell map[string]string) map[string]string {
 	t.Helper()
 	exportRE := regexp.MustCompile(`(?m)^  export (\w+)=(\S+)$`)
 	deadline := time.After(30 * time.Second)
@@ -125,11 +136,15 @@ func waitForExports(t *testing.T, stdout *syncBuffer, done <-chan int) map[strin
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	vars := map[string]string{}
-	for _, m := range exportRE.FindAllStringSubmatch(stdout.String(), -1) {
-		vars[m[1]] = m[2]
+	for _, m := range regexp.MustCompile(`(?m)^  unset (.+)$`).FindAllStringSubmatch(stdout.String(), -1) {
+		for _, name := range strings.Fields(m[1]) {
+			delete(shell, name)
+		}
 	}
-	return vars
+	for _, m := range exportRE.FindAllStringSubmatch(stdout.String(), -1) {
+		shell[m[1]] = m[2]
+	}
+	return shell
 }
 
 // slowScaleUpLog is a log writer that holds up the first "scale-up
@@ -200,5 +215,23 @@ func TestDemoUsage(t *testing.T) {
 				t.Errorf("runDemo(%q) stderr = %q, want it to contain %q", c.args, stderr.String(), c.wantStderr)
 			}
 		})
+	}
+}
+
+// TestDemoHelpTellsTheREADMEsDuration checks that demo --help promises
+// the durations the README measured.
+func TestDemoHelpTellsTheREADMEsDuration(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := regexp.MustCompile("in about (\\d+) seconds after\\s+the first build \\(`--fast`: about (\\d+)\\)").FindStringSubmatch(string(readme))
+	if want == nil {
+		t.Fatal("the README says nothing of how long the demo takes")
+	}
+	r := runCmd(t, runDemo, config.Env{}, "--help")
+	got := regexp.MustCompile(`takes about (\S+) seconds \(about (\S+) with --fast\)`).FindStringSubmatch(strings.Join(strings.Fields(r.stdout), " "))
+	if got == nil || got[1] != want[1] || got[2] != want[2] {
+		t.Errorf("demo --help: %q; want about %s seconds, %s with --fast, as the README says", got, want[1], want[2])
 	}
 }

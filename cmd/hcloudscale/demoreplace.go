@@ -173,11 +173,18 @@ func (d *demo) keep(ctx context.Context) error {
 	}
 	d.printf("\nKept running until interrupted (Ctrl-C): the fake API and the simulated cluster.\n")
 	d.printf("Point the other commands at them from another shell:\n\n")
-	for _, kv := range [][2]string{
+	exports := [][2]string{
 		{config.EnvToken, d.api.Token()}, {config.EnvEndpoint, d.api.URL()},
 		{config.EnvNetwork, "demo-network"}, {config.EnvFirewall, "demo-nodes"}, {config.EnvSSHKey, "demo-ops"},
 		{config.EnvClusterConfigFile, configPath}, {"KUBECONFIG", kubeconfig},
-	} {
+	}
+	// A variable of another configuration left in the shell would change
+	// the demo's, or outrank its file (HCLOUD_CLUSTER_CONFIG).
+	unset := slices.DeleteFunc(config.EnvNames(), func(name string) bool {
+		return slices.ContainsFunc(exports, func(kv [2]string) bool { return kv[0] == name })
+	})
+	d.printf("  unset %s\n", strings.Join(unset, " "))
+	for _, kv := range exports {
 		d.printf("  export %s=%s\n", kv[0], kv[1])
 	}
 	nodes := "--nodes=" + strings.Join(demoNodes, " --nodes=")

@@ -25,7 +25,7 @@ const (
 )
 
 // command is one subcommand. run gets the arguments after the subcommand
-// name; ctx ends at SIGTERM or SIGINT.
+// name; ctx ends at SIGTERM, SIGINT or SIGHUP.
 type command struct {
 	name    string
 	summary string
@@ -47,15 +47,23 @@ func commands() []command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	go func() {
-		// After the first signal, a second one ends the process at once.
-		<-ctx.Done()
-		stop()
-	}()
+	ctx, stop := interruptContext()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, config.OSEnv())
 	stop()
 	os.Exit(code)
+}
+
+// interruptContext is done at the first SIGTERM, SIGINT or SIGHUP (the
+// terminal closed), so that a command stops as it would on Ctrl-C and
+// removes what it made (demo --keep its files); after that first
+// signal, a second one ends the process at once.
+func interruptContext() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	return ctx, stop
 }
 
 // run dispatches to the subcommand named by args[0].

@@ -93,8 +93,8 @@ standbys answer reads and refuse Refresh and changes with Unavailable (the
 autoscaler skips that loop and reconnects), and a leader that loses the
 Lease stops changing at once and exits with 1.
 
-Scale-ups return at once and servers are created in the background. On SIGTERM or SIGINT
-a leader hands the Lease over as soon as every request it sent has its answer; then the
+Scale-ups return at once and servers are created in the background. On SIGTERM, SIGINT
+or SIGHUP a leader hands the Lease over as soon as every request it sent has its answer; then the
 service stops taking calls (--drain-timeout) and waits for creates in flight to reach a
 safe point (--shutdown-timeout); a second signal ends the process at once.
 

@@ -9,6 +9,8 @@
 // servers that are gone. It answers what the lifecycle asks: nodes
 // (list, get, and merge patches, strategic ones applied as merge patches,
 // which is what they are for the fields the lifecycle changes), no pods and
-// no PodDisruptionBudgets, and events, which it drops. Anything else is
-// 404 NotFound. There is no watch, no authentication and no persistence.
+// no PodDisruptionBudgets, and events, which it drops; and what scale and
+// cleanup ask before they write: no Leases, so no serve that holds one. Anything else is
+// 404 NotFound. Nodes can be watched (informers need it), from a resourceVersion or from
+// the start. There is no authentication and no persistence.
 package nodesim

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -24,14 +25,24 @@ import (
 type Server struct {
 	http *httptest.Server
 
-	mu    sync.Mutex // guards nodes and rv
-	nodes map[string]*corev1.Node
-	rv    int // the last resourceVersion handed out
+	mu     sync.Mutex // guards the fields below
+	nodes  map[string]*corev1.Node
+	rv     int         // the last resourceVersion handed out
+	events []nodeEvent // every change, in resourceVersion order
+	change *sync.Cond  // broadcast on each event and on Close
+	closed bool
+}
+
+// nodeEvent is a change of a node, as a watch sends it.
+type nodeEvent struct {
+	Type   watch.EventType `json:"type"`
+	Object *corev1.Node    `json:"object"`
 }
 
 // NewServer starts a Server with no nodes on 127.0.0.1.
 func NewServer() *Server {
 	s := &Server{nodes: map[string]*corev1.Node{}}
+	s.change = sync.NewCond(&s.mu)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/nodes", s.listNodes)
 	mux.HandleFunc("GET /api/v1/nodes/{name}", s.getNode)
@@ -40,6 +51,8 @@ func NewServer() *Server {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/pods", emptyList("PodList", "v1"))
 	mux.HandleFunc("GET /apis/policy/v1/poddisruptionbudgets", emptyList("PodDisruptionBudgetList", "policy/v1"))
 	mux.HandleFunc("GET /apis/policy/v1/namespaces/{ns}/poddisruptionbudgets", emptyList("PodDisruptionBudgetList", "policy/v1"))
+	mux.HandleFunc("GET /apis/coordination.k8s.io/v1/leases", emptyList("LeaseList", "coordination.k8s.io/v1"))
+	mux.HandleFunc("GET /apis/coordination.k8s.io/v1/namespaces/{ns}/leases", emptyList("LeaseList", "coordination.k8s.io/v1"))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/events", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "application/json")
@@ -56,8 +69,14 @@ func NewServer() *Server {
 // URL is the API's address, such as http://127.0.0.1:41234.
 func (s *Server) URL() string { return s.http.URL }
 
-// Close stops the server and waits for its requests.
-func (s *Server) Close() { s.http.Close() }
+// Close ends the watches, stops the server and waits for its requests.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.change.Broadcast()
+	s.mu.Unlock()
+	s.http.Close()
+}
 
 // Client returns a client-go clientset for the API.
 func (s *Server) Client() (kubernetes.Interface, error) {
@@ -100,12 +119,13 @@ func (s *Server) Sync(servers []hcloudtest.ServerInfo) {
 			s.nodes[sv.Name] = s.newNode(sv)
 		case ok && nodeReady(n) != running:
 			setReady(n, running)
-			s.bump(n)
+			s.bump(n, watch.Modified)
 		}
 	}
-	for name := range s.nodes {
+	for name, n := range s.nodes {
 		if !live[name] {
 			delete(s.nodes, name)
+			s.bump(n, watch.Deleted)
 		}
 	}
 }
@@ -133,13 +153,17 @@ func (s *Server) newNode(sv hcloudtest.ServerInfo) *corev1.Node {
 		Spec: corev1.NodeSpec{ProviderID: "hcloud://" + strconv.FormatInt(sv.ID, 10)},
 	}
 	setReady(n, true)
-	s.bump(n)
+	s.bump(n, watch.Added)
 	return n
 }
 
-func (s *Server) bump(n *corev1.Node) {
+// bump gives n the next resourceVersion and tells the watches that it
+// was added, modified or deleted.
+func (s *Server) bump(n *corev1.Node, typ watch.EventType) {
 	s.rv++
 	n.ResourceVersion = strconv.Itoa(s.rv)
+	s.events = append(s.events, nodeEvent{Type: typ, Object: n.DeepCopy()})
+	s.change.Broadcast()
 }
 
 func nodeReady(n *corev1.Node) bool {
