@@ -220,10 +220,10 @@ func (p *Pool) firstAvailable() *Pool {
 
 // familyBounds returns the min and max size the pool reports: those of its
 // configuration for a pool of one offering; for one of several, the
-// pool's bounds less what the other offerings hold (see [Family]). An
-// offering remembered as unavailable reports its target as max, so the
-// autoscaler skips it without a failed scale-up; only the first available
-// offering takes a deficit below the pool's min.
+// pool's max less what the other offerings hold, and the pool's min split
+// over its offerings (see [Family] and minShare). An offering remembered
+// as unavailable reports its target as max, so the autoscaler skips it
+// without a failed scale-up. The min is never above the max.
 func (p *Pool) familyBounds() (minSize, maxSize int) {
 	set := p.current()
 	minSize, maxSize = set.bounds()
@@ -238,9 +238,38 @@ func (p *Pool) familyBounds() (minSize, maxSize int) {
 	if set.removed || p.offerings.check(set.cfg.ServerType, set.cfg.Location, placementKey(&set.cfg)) != nil {
 		maxSize = own
 	}
-	minSize = max(0, minSize-oT)
-	if p.firstAvailable() != p {
-		minSize = min(minSize, own)
+	return min(p.minShare(own), maxSize), maxSize
+}
+
+// minShare returns the part of the pool's min that p's group holds, own
+// being its target. The autoscaler keeps each group at its MinSize on its
+// own (core/scaledown/unneeded/nodes.go verifyMinSize), so the shares add
+// up to the pool's min: the configured offerings, in order, each hold as
+// much of it as their targets cover; the first available offering also
+// holds what none covers (so --enforce-node-group-min-size adds the
+// missing nodes once, there). A removed offering holds none: its servers
+// go first. Call it with the family's lock held and without p.mu.
+func (p *Pool) minShare(own int) int {
+	if p.current().removed {
+		return 0
 	}
-	return minSize, maxSize
+	left, _ := p.current().bounds() // every offering's is the pool's min
+	share := 0
+	for _, m := range p.family.Members() {
+		if m.current().removed {
+			continue
+		}
+		t := own
+		if m != p {
+			t, _ = m.used()
+		}
+		if m == p {
+			share = min(t, left)
+		}
+		left -= min(t, left)
+	}
+	if left > 0 && p.firstAvailable() == p {
+		share += left
+	}
+	return share
 }
