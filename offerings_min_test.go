@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hcloudscale/hcloudscale"
+	"github.com/hcloudscale/hcloudscale/config"
 )
 
 // minOfferingsCluster runs workers (min 3, max 6) on cpx21 in fsn1, then
@@ -77,5 +78,41 @@ func TestOfferingsMinHeldAcrossGroups(t *testing.T) {
 		if total < 3 {
 			t.Errorf("round %d: the pool is at %d after the scale-down; want at least its min 3 (seed %d)", round, total, seed)
 		}
+	}
+}
+
+// TestOfferingsReloadNewFirst makes a later offering the pool's first by
+// Reconfigure (the --nodes type and location changed to it): its servers
+// are the first group's now, as they would be after a restart, not those
+// of its old group, which is removed; a removed group would have the
+// autoscaler replace them, as unneeded there and missing here.
+func TestOfferingsReloadNewFirst(t *testing.T) {
+	p := newProject(t, fastActions())
+	ctx := context.Background()
+	c := offeringsCluster(t, p)
+	second := c.Pool("workers@cx33-nbg1")
+	if err := second.IncreaseSize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, c, p)
+	cfg := *c.Config()
+	cfg.Pools = append([]config.Pool(nil), cfg.Pools...)
+	w := &cfg.Pools[0]
+	w.ServerType, w.Location = "cx33", "nbg1"
+	w.Offerings = []config.Offering{{ServerType: "cx33", Location: "nbg1"}, {ServerType: "cpx21", Location: "fsn1"}, {ServerType: "cpx31", Location: "hel1"}}
+	if err := c.Reconfigure(ctx, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	first := c.Pool("workers")
+	if first.TargetSize() != 2 || second.TargetSize() != 0 {
+		t.Errorf("targets: workers %d, old workers@cx33-nbg1 %d (removed %v); want 2 and 0", first.TargetSize(), second.TargetSize(), second.Removed())
+	}
+	for _, in := range first.Instances() {
+		if got := c.PoolForNode(in.ID, ""); got != first {
+			t.Errorf("PoolForNode(%s) = %s; want workers", in.ID, poolName(got))
+		}
+	}
+	if got := first.MinSize() + second.MinSize() + c.Pool("workers@cpx21-fsn1").MinSize(); got != 1 {
+		t.Errorf("MinSize adds up to %d; want the pool's min 1", got)
 	}
 }

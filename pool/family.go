@@ -13,10 +13,10 @@ import (
 // (config.Pool.OfferingGroups): they share the pool's servers (all carry
 // its config.LabelNodeGroup label), its min and its max.
 //
-// A server belongs to the group of its server type and location. The
-// group of an offering taken out of the list is removed (min and max 0,
-// no scale-up, see [Pool.Remove]) and keeps its servers until they are
-// gone. A server on no offering of the pool (its type changed since the
+// A server belongs to the configured group of its server type and
+// location, the first offering's too. The group of an offering taken out
+// of the list is removed (min 0, max its size, no scale-up, see
+// [Pool.Remove]) and keeps its servers until they are gone. A server on no offering of the pool (its type changed since the
 // server was created, or a removed offering's group is gone after a
 // restart) belongs to the first offering's group, as it did before the
 // pool had offerings, where drift reports it.
@@ -87,15 +87,16 @@ func (f *Family) leave(p *Pool) {
 func (f *Family) owner(s *servercache.Server) *Pool {
 	var first, removed *Pool
 	for _, m := range *f.members.Load() {
+		set := m.current()
 		if m.cfg.Name == f.name {
 			first = m
-			continue
 		}
-		set := m.current()
 		if set.cfg.ServerType != s.ServerType || set.cfg.Location != s.Location {
 			continue
 		}
 		if !set.removed {
+			// A configured offering, the first too: a reload that made
+			// a later offering the first gives it that group's servers.
 			return m
 		}
 		removed = m
