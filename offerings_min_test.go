@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
 	"github.com/hcloudscale/hcloudscale"
 	"github.com/hcloudscale/hcloudscale/config"
+	"github.com/hcloudscale/hcloudscale/pool"
 )
 
 // minOfferingsCluster runs workers (min 3, max 6) on cpx21 in fsn1, then
@@ -114,5 +117,83 @@ func TestOfferingsReloadNewFirst(t *testing.T) {
 	}
 	if got := first.MinSize() + second.MinSize() + c.Pool("workers@cpx21-fsn1").MinSize(); got != 1 {
 		t.Errorf("MinSize adds up to %d; want the pool's min 1", got)
+	}
+}
+
+// TestOfferingsBoundsUnderReloads scales the pool's offerings up and down
+// and reads their bounds from several goroutines at once, in random order,
+// while reloads reorder the offerings and take one out and back in.
+// Invariants: no group reports a MinSize above its MaxSize, nothing
+// deadlocks, and once settled every server of the pool is counted by
+// exactly one group and there are at most the pool's max. (A sum of
+// targets read group by group while others change is no instant's sum,
+// so the max is checked settled; TestOfferingsMaxUnderConcurrency checks
+// it while increases run.)
+func TestOfferingsBoundsUnderReloads(t *testing.T) {
+	p := newProject(t, fastActions())
+	ctx := context.Background()
+	c := minOfferingsCluster(t, p)
+	seed := time.Now().UnixNano()
+	a, b, d := config.Offering{ServerType: "cpx21", Location: "fsn1"}, config.Offering{ServerType: "cx33", Location: "nbg1"}, config.Offering{ServerType: "cpx31", Location: "hel1"}
+	orders := [][]config.Offering{{a, b, d}, {a, d, b}, {a, d}, {a, b}}
+	family := func() []*pool.Pool { return c.Pool("workers").Family() }
+	total := func() int {
+		n := 0
+		for _, g := range family() {
+			n += g.TargetSize()
+		}
+		return n
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	wg.Go(func() {
+		defer close(stop)
+		rng := rand.New(rand.NewPCG(uint64(seed), 99))
+		for range 12 {
+			cfg := *c.Config()
+			cfg.Pools = append([]config.Pool(nil), cfg.Pools...)
+			cfg.Pools[0].Offerings = orders[rng.IntN(len(orders))]
+			if err := c.Reconfigure(ctx, &cfg); err != nil {
+				t.Errorf("Reconfigure: %v", err)
+			}
+			time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
+		}
+	})
+	for w := range 4 {
+		rng := rand.New(rand.NewPCG(uint64(seed), uint64(w)))
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				gs := family()
+				g := gs[rng.IntN(len(gs))]
+				switch rng.IntN(4) {
+				case 0:
+					_ = g.IncreaseSize(ctx, 1+rng.IntN(2))
+				case 1:
+					if ids := instanceIDs(g); len(ids) > 0 {
+						_ = g.DeleteInstances(ctx, ids[rng.IntN(len(ids)):][:1])
+					}
+				case 2:
+					_ = c.Refresh(ctx)
+				default:
+					if minSize, maxSize := g.MinSize(), g.MaxSize(); minSize > maxSize {
+						t.Errorf("%s: MinSize %d above MaxSize %d (seed %d)", g.Name(), minSize, maxSize, seed)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	waitSettled(t, c, p)
+	servers, err := p.api.Client().Server.AllWithOpts(ctx, hcloud.ServerListOpts{ListOpts: hcloud.ListOpts{LabelSelector: config.LabelNodeGroup + "=workers"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := total(); n != len(servers) || n > 6 {
+		t.Errorf("settled at target %d with %d servers; want the same, at most 6 (seed %d)", n, len(servers), seed)
 	}
 }
