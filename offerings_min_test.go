@@ -2,6 +2,7 @@ package hcloudscale_test
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -123,9 +124,10 @@ func TestOfferingsReloadNewFirst(t *testing.T) {
 // TestOfferingsBoundsUnderReloads scales the pool's offerings up and down
 // and reads their bounds from several goroutines at once, in random order,
 // while reloads reorder the offerings and take one out and back in.
-// Invariants: no group reports a MinSize above its MaxSize, nothing
-// deadlocks, and once settled every server of the pool is counted by
-// exactly one group and there are at most the pool's max. (A sum of
+// Invariants: nothing deadlocks, and once settled every server of the
+// pool is counted by exactly one group, there are at most the pool's max,
+// and no group reports a MinSize above its MaxSize (two calls read two
+// instants, so they are compared settled). (A sum of
 // targets read group by group while others change is no instant's sum,
 // so the max is checked settled; TestOfferingsMaxUnderConcurrency checks
 // it while increases run.)
@@ -180,9 +182,7 @@ func TestOfferingsBoundsUnderReloads(t *testing.T) {
 				case 2:
 					_ = c.Refresh(ctx)
 				default:
-					if minSize, maxSize := g.MinSize(), g.MaxSize(); minSize > maxSize {
-						t.Errorf("%s: MinSize %d above MaxSize %d (seed %d)", g.Name(), minSize, maxSize, seed)
-					}
+					_, _ = g.MinSize(), g.MaxSize()
 				}
 			}
 		})
@@ -195,5 +195,49 @@ func TestOfferingsBoundsUnderReloads(t *testing.T) {
 	}
 	if n := total(); n != len(servers) || n > 6 {
 		t.Errorf("settled at target %d with %d servers; want the same, at most 6 (seed %d)", n, len(servers), seed)
+	}
+	for _, g := range family() {
+		if minSize, maxSize := g.MinSize(), g.MaxSize(); minSize > maxSize {
+			t.Errorf("%s: MinSize %d above MaxSize %d (seed %d)", g.Name(), minSize, maxSize, seed)
+		}
+	}
+}
+
+// TestOfferingsMinNotHeldByFailedCreates sells the first offering out
+// while the second holds the pool's min: the first's failed creates,
+// placeholders the autoscaler deletes, hold no capacity, so they take no
+// share of the min and a delete in the second that would leave fewer
+// healthy servers than the min is refused.
+func TestOfferingsMinNotHeldByFailedCreates(t *testing.T) {
+	p := newProject(t, fastActions())
+	ctx := context.Background()
+	c := minOfferingsCluster(t, p)
+	first, second := c.Pool("workers"), c.Pool("workers@cx33-nbg1")
+	if err := second.IncreaseSize(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	waitSettled(t, c, p)
+	p.api.SetUnavailable("cpx21", "fsn1", true)
+	if err := first.IncreaseSize(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for failed := 0; failed < 2; {
+		failed = 0
+		for _, in := range first.Instances() {
+			if in.Error != nil {
+				failed++
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d failed creates in the first offering; want 2", failed)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := second.MinSize(); got != 3 {
+		t.Errorf("MinSize of the second = %d; want the pool's min 3, which only its servers hold", got)
+	}
+	if err := second.DeleteInstances(ctx, instanceIDs(second)[:1]); !errors.Is(err, pool.ErrBelowMin) {
+		t.Errorf("deleting one of the 3 healthy servers = %v; want ErrBelowMin", err)
 	}
 }

@@ -136,6 +136,29 @@ func (p *Pool) others() (target, deleting int) {
 	return target, deleting
 }
 
+// othersHealthy returns the targets of the family's other members less
+// their failed creations, which hold no capacity. Call it with the
+// family's lock held and without p.mu.
+func (p *Pool) othersHealthy() int {
+	n := 0
+	if p.family != nil {
+		for _, m := range *p.family.members.Load() {
+			if m != p {
+				n += m.healthy()
+			}
+		}
+	}
+	return n
+}
+
+// healthy returns the pool's target less its failed creations.
+func (p *Pool) healthy() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	snap := p.viewLocked()
+	return p.targetLocked(snap) - p.failedLocked(snap, p.now())
+}
+
 // used returns the pool's target and its deletes in flight, as of one
 // instant.
 func (p *Pool) used() (target, deleting int) {
@@ -239,18 +262,19 @@ func (p *Pool) familyBounds() (minSize, maxSize int) {
 	if set.removed || p.offerings.check(set.cfg.ServerType, set.cfg.Location, placementKey(&set.cfg)) != nil {
 		maxSize = own
 	}
-	return min(p.minShare(own), maxSize), maxSize
+	return min(p.minShare(), maxSize), maxSize
 }
 
-// minShare returns the part of the pool's min that p's group holds, own
-// being its target. The autoscaler keeps each group at its MinSize on its
+// minShare returns the part of the pool's min that p's group holds. The
+// autoscaler keeps each group at its MinSize on its
 // own (core/scaledown/unneeded/nodes.go verifyMinSize), so the shares add
 // up to the pool's min: the configured offerings, in order, each hold as
-// much of it as their targets cover; the first available offering also
+// much of it as their healthy targets (failed creates hold no capacity)
+// cover; the first available offering also
 // holds what none covers (so --enforce-node-group-min-size adds the
 // missing nodes once, there). A removed offering holds none: its servers
 // go first. Call it with the family's lock held and without p.mu.
-func (p *Pool) minShare(own int) int {
+func (p *Pool) minShare() int {
 	if p.current().removed {
 		return 0
 	}
@@ -260,10 +284,7 @@ func (p *Pool) minShare(own int) int {
 		if m.current().removed {
 			continue
 		}
-		t := own
-		if m != p {
-			t, _ = m.used()
-		}
+		t := m.healthy()
 		if m == p {
 			share = min(t, left)
 		}
