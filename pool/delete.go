@@ -64,11 +64,12 @@ func (p *Pool) deleteInstances(ctx context.Context, ids []string, force bool) er
 		return err
 	}
 
-	// The min holds across the pool's offerings: the others' targets are
-	// read under the family's lock, held until this delete is recorded.
+	// The min holds across the pool's offerings: the others' healthy
+	// targets are read under the family's lock, held until this delete
+	// is recorded.
 	unlock := p.lockFamily()
 	defer unlock()
-	otherT, _ := p.others()
+	otherT := p.othersHealthy()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

@@ -13,10 +13,10 @@ import (
 // (config.Pool.OfferingGroups): they share the pool's servers (all carry
 // its config.LabelNodeGroup label), its min and its max.
 //
-// A server belongs to the group of its server type and location. The
-// group of an offering taken out of the list is removed (min and max 0,
-// no scale-up, see [Pool.Remove]) and keeps its servers until they are
-// gone. A server on no offering of the pool (its type changed since the
+// A server belongs to the configured group of its server type and
+// location, the first offering's too. The group of an offering taken out
+// of the list is removed (min 0, max its size, no scale-up, see
+// [Pool.Remove]) and keeps its servers until they are gone. A server on no offering of the pool (its type changed since the
 // server was created, or a removed offering's group is gone after a
 // restart) belongs to the first offering's group, as it did before the
 // pool had offerings, where drift reports it.
@@ -87,15 +87,16 @@ func (f *Family) leave(p *Pool) {
 func (f *Family) owner(s *servercache.Server) *Pool {
 	var first, removed *Pool
 	for _, m := range *f.members.Load() {
+		set := m.current()
 		if m.cfg.Name == f.name {
 			first = m
-			continue
 		}
-		set := m.current()
 		if set.cfg.ServerType != s.ServerType || set.cfg.Location != s.Location {
 			continue
 		}
 		if !set.removed {
+			// A configured offering, the first too: a reload that made
+			// a later offering the first gives it that group's servers.
 			return m
 		}
 		removed = m
@@ -133,6 +134,29 @@ func (p *Pool) others() (target, deleting int) {
 		deleting += d
 	}
 	return target, deleting
+}
+
+// othersHealthy returns the targets of the family's other members less
+// their failed creations, which hold no capacity. Call it with the
+// family's lock held and without p.mu.
+func (p *Pool) othersHealthy() int {
+	n := 0
+	if p.family != nil {
+		for _, m := range *p.family.members.Load() {
+			if m != p {
+				n += m.healthy()
+			}
+		}
+	}
+	return n
+}
+
+// healthy returns the pool's target less its failed creations.
+func (p *Pool) healthy() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	snap := p.viewLocked()
+	return p.targetLocked(snap) - p.failedLocked(snap, p.now())
 }
 
 // used returns the pool's target and its deletes in flight, as of one
@@ -220,10 +244,10 @@ func (p *Pool) firstAvailable() *Pool {
 
 // familyBounds returns the min and max size the pool reports: those of its
 // configuration for a pool of one offering; for one of several, the
-// pool's bounds less what the other offerings hold (see [Family]). An
-// offering remembered as unavailable reports its target as max, so the
-// autoscaler skips it without a failed scale-up; only the first available
-// offering takes a deficit below the pool's min.
+// pool's max less what the other offerings hold, and the pool's min split
+// over its offerings (see [Family] and minShare). An offering remembered
+// as unavailable reports its target as max, so the autoscaler skips it
+// without a failed scale-up. The min is never above the max.
 func (p *Pool) familyBounds() (minSize, maxSize int) {
 	set := p.current()
 	minSize, maxSize = set.bounds()
@@ -238,9 +262,36 @@ func (p *Pool) familyBounds() (minSize, maxSize int) {
 	if set.removed || p.offerings.check(set.cfg.ServerType, set.cfg.Location, placementKey(&set.cfg)) != nil {
 		maxSize = own
 	}
-	minSize = max(0, minSize-oT)
-	if p.firstAvailable() != p {
-		minSize = min(minSize, own)
+	return min(p.minShare(), maxSize), maxSize
+}
+
+// minShare returns the part of the pool's min that p's group holds. The
+// autoscaler keeps each group at its MinSize on its
+// own (core/scaledown/unneeded/nodes.go verifyMinSize), so the shares add
+// up to the pool's min: the configured offerings, in order, each hold as
+// much of it as their healthy targets (failed creates hold no capacity)
+// cover; the first available offering also
+// holds what none covers (so --enforce-node-group-min-size adds the
+// missing nodes once, there). A removed offering holds none: its servers
+// go first. Call it with the family's lock held and without p.mu.
+func (p *Pool) minShare() int {
+	if p.current().removed {
+		return 0
 	}
-	return minSize, maxSize
+	left, _ := p.current().bounds() // every offering's is the pool's min
+	share := 0
+	for _, m := range p.family.Members() {
+		if m.current().removed {
+			continue
+		}
+		t := m.healthy()
+		if m == p {
+			share = min(t, left)
+		}
+		left -= min(t, left)
+	}
+	if left > 0 && p.firstAvailable() == p {
+		share += left
+	}
+	return share
 }
