@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // Kubelet stands in for the kubelets of a set of Nodes, just enough for
@@ -54,27 +55,43 @@ func (k *Kubelet) AddNode(t testing.TB, name string, labels map[string]string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	n, err := k.c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := k.c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("registering node %s: %v", name, err)
-	}
-	n.Spec.Taints = nil
-	if n, err = k.c.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("lifting the taints of node %s: %v", name, err)
 	}
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("4"),
 		corev1.ResourceMemory: resource.MustParse("8Gi"),
 		corev1.ResourcePods:   resource.MustParse("110"),
 	}
-	n.Status = corev1.NodeStatus{
+	status := corev1.NodeStatus{
 		Capacity: capacity, Allocatable: capacity,
 		Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
 		}},
 	}
-	if _, err := k.c.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+	// What watches Nodes (serve's labeller, the lifecycle) may write the
+	// Node between these writes: read it again on a conflict, as a
+	// kubelet does.
+	nodes := k.c.CoreV1().Nodes()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if err == nil && len(n.Spec.Taints) > 0 {
+			n.Spec.Taints = nil
+			_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("lifting the taints of node %s: %v", name, err)
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			n.Status = status
+			_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		}
+		return err
+	}); err != nil {
 		t.Fatalf("reporting node %s Ready: %v", name, err)
 	}
 	k.mu.Lock()
