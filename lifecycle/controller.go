@@ -76,12 +76,27 @@ func New(cluster *hcloudscale.Cluster, client kubernetes.Interface, opts ...Opti
 		watching: map[int64]bool{}, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}, nil
 }
 
-// Close stops the drains in progress and waits for them. Their nodes stay
-// cordoned and marked: the next Controller (after a restart, or on the
-// new leader) carries them on.
+// Close stops the drains in progress and the watches of old servers'
+// deletes, and waits for them; a step that runs meanwhile starts none.
+// Their nodes stay cordoned and marked: the next Controller (after a
+// restart, or on the new leader) carries them on.
 func (c *Controller) Close() {
-	c.cancel()
+	c.mu.Lock()
+	c.cancel() // under mu: a goroutine is either counted in wg or not started
+	c.mu.Unlock()
 	c.wg.Wait()
+}
+
+// goLocked runs f in a goroutine that Close waits for, unless Close has
+// begun; it reports whether f runs. The caller holds c.mu: the check and
+// wg's count are one step against Close, so no goroutine starts once
+// Close waits (an Add then could race its Wait, or outlive it).
+func (c *Controller) goLocked(f func()) bool {
+	if c.ctx.Err() != nil {
+		return false
+	}
+	c.wg.Go(f)
+	return true
 }
 
 // Run makes a Step when something a replacement waits for happens (a
@@ -123,13 +138,12 @@ func (c *Controller) kick() {
 // The goroutine ends with the delete, or at Close.
 func (c *Controller) watchDelete(p *pool.Pool, id int64) {
 	c.mu.Lock()
-	if c.watching[id] || c.ctx.Err() != nil {
-		c.mu.Unlock()
+	defer c.mu.Unlock()
+	if c.watching[id] {
 		return
 	}
-	c.watching[id] = true
-	c.mu.Unlock()
-	c.wg.Go(func() {
+	c.watching[id] = true // the goroutine's end takes mu: after this
+	if !c.goLocked(func() {
 		defer func() {
 			c.mu.Lock()
 			delete(c.watching, id)
@@ -146,7 +160,9 @@ func (c *Controller) watchDelete(p *pool.Pool, id int64) {
 			case <-t.C:
 			}
 		}
-	})
+	}) {
+		delete(c.watching, id)
+	}
 }
 
 // deletePoll is how often watchDelete looks at a pool's memory.
@@ -575,9 +591,11 @@ type drainRun struct {
 
 // drain runs the drain of r's old node in the background, once per node.
 func (c *Controller) drain(w *world, r *replacement, poolName string) {
+	rc, policy := w.settings(r.pool), w.policy(r.pool)
+	timeout := rc.DrainTimeout - c.o.clock.Since(r.mark.Since)
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if _, running := c.drains[r.old.ID]; running || c.ctx.Err() != nil {
-		c.mu.Unlock()
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -586,11 +604,8 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 		untie = context.AfterFunc(w.lead, cancel) // leadership ended: stop at once
 	}
 	run := &drainRun{cancel: cancel, done: make(chan struct{})}
-	c.drains[r.old.ID] = run
-	c.mu.Unlock()
-	rc, policy := w.settings(r.pool), w.policy(r.pool)
-	timeout := rc.DrainTimeout - c.o.clock.Since(r.mark.Since)
-	c.wg.Go(func() {
+	c.drains[r.old.ID] = run // the goroutine's end takes mu: after this
+	c.goLocked(func() {
 		defer func() {
 			c.mu.Lock()
 			delete(c.drains, r.old.ID)
