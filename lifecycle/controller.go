@@ -537,13 +537,32 @@ func (c *Controller) settle(ctx context.Context, r *replacement) {
 		return
 	}
 	log := c.o.log.With(zap.String("pool", r.newPool.name), zap.String("replacement", r.newName))
-	pods, err := nodedrain.PodsToMove(ctx, c.client, r.newName)
-	switch {
-	case err != nil:
-		log.Warn("could not list the pods of the replacement; it stays", zap.Error(err))
+	// Cordoned first, so that no pod lands on it between the look at its
+	// pods and the delete (which may take a while to be accepted).
+	// A node a person cordoned stays so.
+	cordoned := false
+	if n, err := c.client.CoreV1().Nodes().Get(ctx, r.newName, metav1.GetOptions{}); err == nil && !n.Spec.Unschedulable {
+		if err := nodedrain.Cordon(ctx, c.client, r.newName); err != nil {
+			log.Warn("could not cordon the unused replacement; it stays", zap.Error(err))
+			return
+		}
+		cordoned = true
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		log.Warn("could not read the unused replacement's node; it stays", zap.Error(err))
 		return
-	case len(pods) > 0:
-		log.Info("the replacement runs pods: it stays as an ordinary node", zap.Int("pods", len(pods)))
+	}
+	pods, err := nodedrain.PodsToMove(ctx, c.client, r.newName)
+	if err != nil || len(pods) > 0 {
+		if err != nil {
+			log.Warn("could not list the pods of the replacement; it stays", zap.Error(err))
+		} else {
+			log.Info("the replacement runs pods: it stays as an ordinary node", zap.Int("pods", len(pods)))
+		}
+		if cordoned {
+			if err := nodedrain.Uncordon(ctx, c.client, r.newName); err != nil {
+				log.Warn("could not uncordon the replacement that stays", zap.Error(err))
+			}
+		}
 		return
 	}
 	if err := p.DeleteInstances(ctx, []string{fmt.Sprintf("hcloud://%d", r.newID)}); err != nil {
