@@ -537,32 +537,11 @@ func (c *Controller) settle(ctx context.Context, r *replacement) {
 		return
 	}
 	log := c.o.log.With(zap.String("pool", r.newPool.name), zap.String("replacement", r.newName))
-	// Cordoned first, so that no pod lands on it between the look at its
-	// pods and the delete (which may take a while to be accepted).
-	// A node a person cordoned stays so.
-	cordoned := false
-	if n, err := c.client.CoreV1().Nodes().Get(ctx, r.newName, metav1.GetOptions{}); err == nil && !n.Spec.Unschedulable {
-		if err := nodedrain.Cordon(ctx, c.client, r.newName); err != nil {
-			log.Warn("could not cordon the unused replacement; it stays", zap.Error(err))
-			return
-		}
-		cordoned = true
-	} else if err != nil && !apierrors.IsNotFound(err) {
-		log.Warn("could not read the unused replacement's node; it stays", zap.Error(err))
+	if busy, err := c.cordonIdle(ctx, r.newName); err != nil {
+		log.Warn("could not tell whether the replacement runs pods; it stays", zap.Error(err))
 		return
-	}
-	pods, err := nodedrain.PodsToMove(ctx, c.client, r.newName)
-	if err != nil || len(pods) > 0 {
-		if err != nil {
-			log.Warn("could not list the pods of the replacement; it stays", zap.Error(err))
-		} else {
-			log.Info("the replacement runs pods: it stays as an ordinary node", zap.Int("pods", len(pods)))
-		}
-		if cordoned {
-			if err := nodedrain.Uncordon(ctx, c.client, r.newName); err != nil {
-				log.Warn("could not uncordon the replacement that stays", zap.Error(err))
-			}
-		}
+	} else if busy > 0 {
+		log.Info("the replacement runs pods: it stays as an ordinary node", zap.Int("pods", busy))
 		return
 	}
 	if err := p.DeleteInstances(ctx, []string{fmt.Sprintf("hcloud://%d", r.newID)}); err != nil {
@@ -570,6 +549,32 @@ func (c *Controller) settle(ctx context.Context, r *replacement) {
 		return
 	}
 	log.Info("the unused replacement is deleted")
+}
+
+// cordonIdle cordons node (unless a person did) and returns how many
+// pods a drain would move from it then: 0 leaves it cordoned, so that no
+// pod lands on it before its delete, which may take a while to be
+// accepted; more uncordons it again. A node that is not registered has
+// none.
+func (c *Controller) cordonIdle(ctx context.Context, node string) (int, error) {
+	cordoned := false
+	if n, err := c.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && !n.Spec.Unschedulable {
+		if err := nodedrain.Cordon(ctx, c.client, node); err != nil {
+			return 0, err
+		}
+		cordoned = true
+	} else if apierrors.IsNotFound(err) {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	}
+	pods, err := nodedrain.PodsToMove(ctx, c.client, node)
+	if (err != nil || len(pods) > 0) && cordoned {
+		if uerr := nodedrain.Uncordon(ctx, c.client, node); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}
+	return len(pods), err
 }
 
 // orphan undoes the mark of a node whose replacement is gone (deleted by
