@@ -205,18 +205,22 @@ func (c *Controller) uncordonMarked(ctx context.Context, n *corev1.Node) error {
 	return nil
 }
 
-// dropReplacement deletes r's replacement when it holds nothing a drain
-// would move, else (and outside WithRollBackDeletes) lifts its protection
+// dropReplacement deletes r's replacement when, cordoned, it holds
+// nothing a drain would move, else (and outside WithRollBackDeletes) lifts its protection
 // and keeps it.
 func (c *Controller) dropReplacement(ctx context.Context, r *replacement, u *Undone) string {
 	p := c.poolNamed(r.newPool.name)
 	keep := !c.mayDelete(r.newPool.name)
 	if r.newNode != nil && !keep {
-		left, err := nodedrain.PodsToMove(ctx, c.client, r.newNode.Name)
-		if err != nil {
-			u.Error = err.Error()
+		keep = p == nil
+		if p != nil {
+			// Cordoned while idle: no pod lands on it before the delete.
+			left, err := c.cordonIdle(ctx, r.newNode.Name)
+			if err != nil {
+				u.Error = err.Error()
+			}
+			keep = err != nil || left > 0
 		}
-		keep = err != nil || len(left) > 0 || p == nil
 	}
 	if keep {
 		if r.newNode != nil {

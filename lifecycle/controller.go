@@ -76,12 +76,27 @@ func New(cluster *hcloudscale.Cluster, client kubernetes.Interface, opts ...Opti
 		watching: map[int64]bool{}, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel}, nil
 }
 
-// Close stops the drains in progress and waits for them. Their nodes stay
-// cordoned and marked: the next Controller (after a restart, or on the
-// new leader) carries them on.
+// Close stops the drains in progress and the watches of old servers'
+// deletes, and waits for them; a step that runs meanwhile starts none.
+// Their nodes stay cordoned and marked: the next Controller (after a
+// restart, or on the new leader) carries them on.
 func (c *Controller) Close() {
-	c.cancel()
+	c.mu.Lock()
+	c.cancel() // under mu: a goroutine is either counted in wg or not started
+	c.mu.Unlock()
 	c.wg.Wait()
+}
+
+// goLocked runs f in a goroutine that Close waits for, unless Close has
+// begun; it reports whether f runs. The caller holds c.mu: the check and
+// wg's count are one step against Close, so no goroutine starts once
+// Close waits (an Add then could race its Wait, or outlive it).
+func (c *Controller) goLocked(f func()) bool {
+	if c.ctx.Err() != nil {
+		return false
+	}
+	c.wg.Go(f)
+	return true
 }
 
 // Run makes a Step when something a replacement waits for happens (a
@@ -123,13 +138,12 @@ func (c *Controller) kick() {
 // The goroutine ends with the delete, or at Close.
 func (c *Controller) watchDelete(p *pool.Pool, id int64) {
 	c.mu.Lock()
-	if c.watching[id] || c.ctx.Err() != nil {
-		c.mu.Unlock()
+	defer c.mu.Unlock()
+	if c.watching[id] {
 		return
 	}
-	c.watching[id] = true
-	c.mu.Unlock()
-	c.wg.Go(func() {
+	c.watching[id] = true // the goroutine's end takes mu: after this
+	if !c.goLocked(func() {
 		defer func() {
 			c.mu.Lock()
 			delete(c.watching, id)
@@ -146,7 +160,9 @@ func (c *Controller) watchDelete(p *pool.Pool, id int64) {
 			case <-t.C:
 			}
 		}
-	})
+	}) {
+		delete(c.watching, id)
+	}
 }
 
 // deletePoll is how often watchDelete looks at a pool's memory.
@@ -521,13 +537,11 @@ func (c *Controller) settle(ctx context.Context, r *replacement) {
 		return
 	}
 	log := c.o.log.With(zap.String("pool", r.newPool.name), zap.String("replacement", r.newName))
-	pods, err := nodedrain.PodsToMove(ctx, c.client, r.newName)
-	switch {
-	case err != nil:
-		log.Warn("could not list the pods of the replacement; it stays", zap.Error(err))
+	if busy, err := c.cordonIdle(ctx, r.newName); err != nil {
+		log.Warn("could not tell whether the replacement runs pods; it stays", zap.Error(err))
 		return
-	case len(pods) > 0:
-		log.Info("the replacement runs pods: it stays as an ordinary node", zap.Int("pods", len(pods)))
+	} else if busy > 0 {
+		log.Info("the replacement runs pods: it stays as an ordinary node", zap.Int("pods", busy))
 		return
 	}
 	if err := p.DeleteInstances(ctx, []string{fmt.Sprintf("hcloud://%d", r.newID)}); err != nil {
@@ -535,6 +549,32 @@ func (c *Controller) settle(ctx context.Context, r *replacement) {
 		return
 	}
 	log.Info("the unused replacement is deleted")
+}
+
+// cordonIdle cordons node (unless a person did) and returns how many
+// pods a drain would move from it then: 0 leaves it cordoned, so that no
+// pod lands on it before its delete, which may take a while to be
+// accepted; more uncordons it again. A node that is not registered has
+// none.
+func (c *Controller) cordonIdle(ctx context.Context, node string) (int, error) {
+	cordoned := false
+	if n, err := c.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && !n.Spec.Unschedulable {
+		if err := nodedrain.Cordon(ctx, c.client, node); err != nil {
+			return 0, err
+		}
+		cordoned = true
+	} else if apierrors.IsNotFound(err) {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	}
+	pods, err := nodedrain.PodsToMove(ctx, c.client, node)
+	if (err != nil || len(pods) > 0) && cordoned {
+		if uerr := nodedrain.Uncordon(ctx, c.client, node); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+	}
+	return len(pods), err
 }
 
 // orphan undoes the mark of a node whose replacement is gone (deleted by
@@ -575,9 +615,11 @@ type drainRun struct {
 
 // drain runs the drain of r's old node in the background, once per node.
 func (c *Controller) drain(w *world, r *replacement, poolName string) {
+	rc, policy := w.settings(r.pool), w.policy(r.pool)
+	timeout := rc.DrainTimeout - c.o.clock.Since(r.mark.Since)
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if _, running := c.drains[r.old.ID]; running || c.ctx.Err() != nil {
-		c.mu.Unlock()
 		return
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -586,11 +628,8 @@ func (c *Controller) drain(w *world, r *replacement, poolName string) {
 		untie = context.AfterFunc(w.lead, cancel) // leadership ended: stop at once
 	}
 	run := &drainRun{cancel: cancel, done: make(chan struct{})}
-	c.drains[r.old.ID] = run
-	c.mu.Unlock()
-	rc, policy := w.settings(r.pool), w.policy(r.pool)
-	timeout := rc.DrainTimeout - c.o.clock.Since(r.mark.Since)
-	c.wg.Go(func() {
+	c.drains[r.old.ID] = run // the goroutine's end takes mu: after this
+	c.goLocked(func() {
 		defer func() {
 			c.mu.Lock()
 			delete(c.drains, r.old.ID)

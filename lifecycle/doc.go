@@ -31,9 +31,10 @@
 // create failed, is deleted and the old node left as it is; a drain that
 // does not finish within drainTimeout uncordons the old node. Both leave a
 // Stop (StoppedAnnotation) on the old node, and the pool starts nothing
-// new for retryAfter. A stopped drain deletes its replacement when that
-// holds nothing but DaemonSet and mirror pods, and otherwise keeps it as
-// an ordinary node for the autoscaler's scale-down to judge.
+// new for retryAfter. A stopped drain cordons its replacement and deletes
+// it when it then holds nothing but DaemonSet and mirror pods, and
+// otherwise uncordons it and keeps it as an ordinary node for the
+// autoscaler's scale-down to judge.
 //
 // Each step re-checks what it stands on: before every eviction and before
 // the old server's delete, the replacement must exist, be Ready and
