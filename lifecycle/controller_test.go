@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,7 @@ import (
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 	"github.com/hcloudscale/hcloudscale/lifecycle"
 	"github.com/hcloudscale/hcloudscale/nodedrain"
+	"github.com/hcloudscale/hcloudscale/pool"
 )
 
 // env is one cluster: the fake Hetzner API, a Cluster on it, a fake
@@ -98,7 +100,13 @@ func newEnv(t *testing.T, servers int, replace map[string]any) *env {
 		if err := c.Pool("workers").IncreaseSize(context.Background(), servers); err != nil {
 			t.Fatal(err)
 		}
-		e.settle(func() bool { return len(e.running()) == servers })
+		// Running in the API and done in the pool: a server whose create
+		// the pool still follows is no drift candidate yet.
+		e.settle(func() bool {
+			ins := c.Pool("workers").Instances()
+			return len(e.running()) == servers && len(ins) == servers &&
+				!slices.ContainsFunc(ins, func(in pool.Instance) bool { return in.State != pool.Running })
+		})
 		e.kubelet()
 	}
 	e.clk = clocktesting.NewFakeClock(time.Now())
