@@ -181,23 +181,34 @@ func Drain(ctx context.Context, c kubernetes.Interface, node string, o Options) 
 				return d.stopped(ctx, pods)
 			case <-time.After(o.Poll):
 			}
-			if pods, err = podsOn(ctx, c, node); err != nil && ctx.Err() == nil {
+			if pods, err = d.listAgain(ctx, pods); err != nil {
 				return err
-			} else if err != nil {
-				return d.stopped(ctx, pods)
 			}
 		}
 		if err := d.round(ctx, pods); err != nil {
 			return err
 		}
 		// Evictions often end at once: look again before waiting.
-		if pods, err = podsOn(ctx, c, node); err != nil && ctx.Err() == nil {
+		if pods, err = d.listAgain(ctx, pods); err != nil {
 			return err
-		} else if err != nil {
-			return d.stopped(ctx, pods)
 		}
 	}
 	return nil
+}
+
+// listAgain lists the node's pods again. When the drain's time is up
+// (ctx done, or the client's rate limiter refusing to wait past its
+// deadline, which x/time/rate reports before the deadline passes), it
+// answers as stopped with the pods of the last list.
+func (d *drainer) listAgain(ctx context.Context, last []corev1.Pod) ([]corev1.Pod, error) {
+	pods, err := podsOn(ctx, d.c, d.node)
+	switch {
+	case err == nil:
+		return pods, nil
+	case ctx.Err() != nil || strings.Contains(err.Error(), "would exceed context deadline"):
+		return nil, d.stopped(ctx, last)
+	}
+	return nil, err
 }
 
 // stopped is Drain's answer once ctx is done with pods left: blocked when
