@@ -248,7 +248,7 @@ func compileWindow(schedule string, duration time.Duration, timeZone string) (w 
 	spec, err := parseSchedule(schedule)
 	add("schedule", err)
 	if duration <= 0 {
-		add("duration", fmt.Errorf("%s is not positive", shortDuration(duration)))
+		add("duration", fmt.Errorf("%s is not positive", ShortDuration(duration)))
 	}
 	loc, err := windowLocation(timeZone)
 	add("timeZone", err)

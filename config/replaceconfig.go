@@ -51,7 +51,7 @@ func (p *problems) replace(path string, raw json.RawMessage) *Replace {
 			jitterSet = true
 			if d, ok := p.duration(path, raw); ok {
 				if d < 0 {
-					p.addf(path, "%s is negative", shortDuration(d))
+					p.addf(path, "%s is negative", ShortDuration(d))
 					return
 				}
 				r.ExpireJitter = d
@@ -270,7 +270,7 @@ func (p *problems) windows(path string, raw json.RawMessage) []Window {
 			out = append(out, w)
 			if w.alwaysOpen(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
 				p.warnf(path, "%q opens the window again before its %s are over: it never closes, as if there were no window; give a duration shorter than the time between two openings",
-					schedule, shortDuration(duration))
+					schedule, ShortDuration(duration))
 			}
 		}
 	})
@@ -335,7 +335,7 @@ func (p *problems) validateReplace(path string, r *Replace) {
 	}
 	switch {
 	case r.ExpireJitter < 0:
-		p.addf(path+".expireJitter", "%s is negative", shortDuration(r.ExpireJitter))
+		p.addf(path+".expireJitter", "%s is negative", ShortDuration(r.ExpireJitter))
 	case r.ExpireJitter > 0 && r.ExpireAfter == 0:
 		p.addf(path+".expireJitter", "set without expireAfter")
 	case r.ExpireAfter > 0:
@@ -384,7 +384,7 @@ func checkBudget(n, lowest int) error {
 
 func checkPositive(d time.Duration) error {
 	if d <= 0 {
-		return fmt.Errorf("%s is not positive", shortDuration(d))
+		return fmt.Errorf("%s is not positive", ShortDuration(d))
 	}
 	return nil
 }
@@ -394,7 +394,7 @@ func checkExpireAfter(d time.Duration) error {
 		return err
 	}
 	if d < MinReplaceExpireAfter {
-		return fmt.Errorf("%s is shorter than the minimum %s", shortDuration(d), shortDuration(MinReplaceExpireAfter))
+		return fmt.Errorf("%s is shorter than the minimum %s", ShortDuration(d), ShortDuration(MinReplaceExpireAfter))
 	}
 	return nil
 }
@@ -404,7 +404,7 @@ func checkRepairAfter(d time.Duration) error {
 		return err
 	}
 	if d < MinReplaceRepairAfter {
-		return fmt.Errorf("%s is shorter than the minimum %s", shortDuration(d), shortDuration(MinReplaceRepairAfter))
+		return fmt.Errorf("%s is shorter than the minimum %s", ShortDuration(d), ShortDuration(MinReplaceRepairAfter))
 	}
 	return nil
 }
@@ -423,13 +423,14 @@ func checkLimit(l Limit) error {
 
 func checkJitter(jitter, expireAfter time.Duration) error {
 	if jitter > expireAfter {
-		return fmt.Errorf("%s is above expireAfter %s", shortDuration(jitter), shortDuration(expireAfter))
+		return fmt.Errorf("%s is above expireAfter %s", ShortDuration(jitter), ShortDuration(expireAfter))
 	}
 	return nil
 }
 
-// shortDuration formats d without trailing zero units: 10m, not 10m0s.
-func shortDuration(d time.Duration) string {
+// ShortDuration formats d without trailing zero units: 10m, not 10m0s;
+// 3h, not 3h0m0s.
+func ShortDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = s[:len(s)-2]

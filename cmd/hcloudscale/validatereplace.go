@@ -63,7 +63,7 @@ func planWindows(from string, ws []config.Window, now time.Time) windowsPlan {
 		wp.WindowsFrom = "none"
 	}
 	for _, w := range ws {
-		wp.Windows = append(wp.Windows, windowPlan{Schedule: w.Schedule, Duration: shortDuration(w.Duration), TimeZone: cmpOr(w.TimeZone, "UTC")})
+		wp.Windows = append(wp.Windows, windowPlan{Schedule: w.Schedule, Duration: config.ShortDuration(w.Duration), TimeZone: cmpOr(w.TimeZone, "UTC")})
 	}
 	open, next := config.OpenAny(ws, now)
 	wp.OpenNow = open
@@ -90,14 +90,14 @@ func planReplace(p *config.Pool, cluster *config.ClusterReplace, arch string, no
 	}
 	rp := &replacePlan{
 		Drift: append([]string{}, r.Drift...), MaxSurge: r.MaxSurge, MaxInFlight: r.MaxInFlight,
-		JoinTimeout: shortDuration(r.JoinTimeout), DrainTimeout: shortDuration(r.DrainTimeout), RetryAfter: shortDuration(r.RetryAfter),
+		JoinTimeout: config.ShortDuration(r.JoinTimeout), DrainTimeout: config.ShortDuration(r.DrainTimeout), RetryAfter: config.ShortDuration(r.RetryAfter),
 		Paused: r.Paused,
 	}
 	if r.ExpireAfter > 0 {
-		rp.ExpireAfter, rp.ExpireJitter = shortDuration(r.ExpireAfter), shortDuration(r.ExpireJitter)
+		rp.ExpireAfter, rp.ExpireJitter = config.ShortDuration(r.ExpireAfter), config.ShortDuration(r.ExpireJitter)
 	}
 	if r.RepairAfter > 0 {
-		rp.RepairAfter = shortDuration(r.RepairAfter)
+		rp.RepairAfter = config.ShortDuration(r.RepairAfter)
 	}
 	if len(r.Windows) > 0 || len(cluster.Windows) == 0 {
 		rp.windowsPlan = planWindows("pool", r.Windows, now)
@@ -221,16 +221,4 @@ func printClusterReplace(tb *table, r *clusterReplacePlan) {
 	tb.row("  replace", fmt.Sprintf("maxInFlight %d across pools, removedPools %t, repairMaxUnhealthy %s%s",
 		r.MaxInFlight, r.RemovedPools, r.RepairMaxUnhealthy, map[bool]string{true: " (paused)"}[r.Paused]))
 	tb.row("  windows", windowsText(&r.windowsPlan))
-}
-
-// shortDuration formats d without trailing zero units: 3h, not 3h0m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
 }
