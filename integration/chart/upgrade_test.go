@@ -29,7 +29,7 @@ import (
 // to this chart with this README's upgrade command as written, as Helm's
 // upgrade merges values (the release is kept in Helm's memory storage;
 // no cluster). The upgrade must render, with this chart's version and
-// objects that decode.
+// objects that decode, and keep the private CA as it is (checkCAKept).
 func TestUpgradeFromEarlierCharts(t *testing.T) {
 	line := readmeUpgrade(t)
 	current := loadChart(t)
@@ -38,7 +38,8 @@ func TestUpgradeFromEarlierCharts(t *testing.T) {
 			cfg := memoryConfig(t)
 			install := action.NewInstall(cfg)
 			install.ReleaseName, install.Namespace = releaseName, releaseNamespace
-			if _, err := install.Run(c.chart, mergeValues(t, c.install)); err != nil {
+			installed, err := install.Run(c.chart, mergeValues(t, c.install))
+			if err != nil {
 				t.Fatalf("installing chart %s with its README's command: %v", c.version, err)
 			}
 			up, opts := readmeUpgradeAction(t, cfg)
@@ -51,6 +52,7 @@ func TestUpgradeFromEarlierCharts(t *testing.T) {
 				t.Errorf("release revision %d of chart %s; want revision 2 of %s", r.Version, r.Chart.Metadata.Version, current.Metadata.Version)
 			}
 			objs := decode(t, r.Manifest)
+			checkCAKept(t, decode(t, installed.(*releasev1.Release).Manifest), objs)
 			dep := one[*appsv1.Deployment](t, objs, "Deployment")
 			if got := dep.Labels["helm.sh/chart"]; got != "hcloudscale-"+current.Metadata.Version {
 				t.Errorf("Deployment's helm.sh/chart label %q; want this chart's version", got)

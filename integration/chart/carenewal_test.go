@@ -1,0 +1,215 @@
+package chart
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v4/pkg/cli/values"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// caCertificate is the spec of the chart's private CA, the cert-manager
+// Certificate with isCA; nil when objs has none (issuerRef, no
+// cert-manager).
+func caCertificate(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+	t.Helper()
+	var out map[string]any
+	for _, c := range find(objs, "Certificate") {
+		spec, _ := c.Object["spec"].(map[string]any)
+		if isCA, _ := spec["isCA"].(bool); !isCA {
+			continue
+		}
+		if out != nil {
+			t.Fatalf("two CA Certificates among %q", kinds(objs))
+		}
+		out = spec
+	}
+	return out
+}
+
+// rotationPolicy is spec.privateKey.rotationPolicy of a Certificate's
+// spec; "" when unset (cert-manager's default applies).
+func rotationPolicy(spec map[string]any) string {
+	pk, _ := spec["privateKey"].(map[string]any)
+	p, _ := pk["rotationPolicy"].(string)
+	return p
+}
+
+// testCA is a CA certificate and its key, made as cert-manager makes one.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+}
+
+// issueCA signs a self-signed CA certificate as cert-manager's selfSigned
+// issuer does (pkg/util/pki/csr.go SignCertificate calls
+// x509.CreateCertificate with a template from the request,
+// certificatetemplate.go CertificateTemplateFromCSR, which sets no
+// SubjectKeyId: Go derives it from the public key, and leaves signed by
+// the CA get it as AuthorityKeyId).
+func issueCA(t *testing.T, commonName string, key *ecdsa.PrivateKey, serial int64, notBefore, notAfter time.Time) testCA {
+	t.Helper()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: commonName},
+		NotBefore: notBefore, NotAfter: notAfter,
+		IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testCA{cert: cert, key: key}
+}
+
+// issueServer signs serve's certificate for host with ca, as cert-manager's
+// CA issuer does.
+func (ca testCA) issueServer(t *testing.T, host string, notBefore time.Time) *x509.Certificate {
+	t.Helper()
+	key := newECKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(notBefore.UnixNano()), DNSNames: []string{host},
+		NotBefore: notBefore, NotAfter: notBefore.Add(365 * 24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+func newECKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// TestCARenewalKeepsTrust renews the chart's private CA as cert-manager
+// does with the rotation policy the chart sets: same subject, a new serial
+// and validity, and the key the policy gives (Never: the key in the
+// Secret; Always: a new one). The autoscaler holds the CA certificate it
+// read at start, from before the renewal; serve's next certificate is
+// signed by the renewed CA. With the chart's policy it must verify against
+// the old CA certificate alone, so a renewal needs no restart; with a new
+// key (cert-manager's default since 1.18) it must not, which is why the
+// chart does not leave the policy to the default.
+func TestCARenewalKeepsTrust(t *testing.T) {
+	objs := mustRender(t, mergeValues(t, values.Options{ValueFiles: []string{filepath.Join(chartDir, "ci", "minimal-values.yaml")}}))
+	spec := caCertificate(t, objs)
+	if spec == nil {
+		t.Fatalf("no CA Certificate among %q", kinds(objs))
+	}
+	commonName, _ := spec["commonName"].(string)
+	host := releaseName + "." + releaseNamespace + ".svc"
+
+	// The CA renews at two thirds of its 10 years (cert-manager's default
+	// renewBefore): the old certificate is still valid for 3 years.
+	now := time.Now()
+	tenYears := 10 * 365 * 24 * time.Hour
+	oldKey := newECKey(t)
+	old := issueCA(t, commonName, oldKey, 1, now.Add(-tenYears*2/3), now.Add(tenYears/3))
+	autoscalerRoots := x509.NewCertPool()
+	autoscalerRoots.AddCert(old.cert)
+
+	for _, tc := range []struct {
+		policy string
+		wantOK bool
+	}{
+		{rotationPolicy(spec), true},
+		{"Always", false},
+	} {
+		t.Run("rotationPolicy="+tc.policy, func(t *testing.T) {
+			key := oldKey
+			switch tc.policy {
+			case "Never":
+			case "Always", "":
+				key = newECKey(t)
+			default:
+				t.Fatalf("rotationPolicy %q is not one cert-manager knows", tc.policy)
+			}
+			renewed := issueCA(t, commonName, key, 2, now, now.Add(tenYears))
+			if renewed.cert.SerialNumber.Cmp(old.cert.SerialNumber) == 0 || !renewed.cert.NotBefore.After(old.cert.NotBefore) {
+				t.Fatal("the renewed CA certificate has the old one's serial or validity")
+			}
+			server := renewed.issueServer(t, host, now)
+			_, err := server.Verify(x509.VerifyOptions{DNSName: host, Roots: autoscalerRoots,
+				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, CurrentTime: now.Add(time.Hour)})
+			if tc.wantOK != (err == nil) {
+				t.Fatalf("serve's certificate signed by the CA renewed with rotationPolicy %q, verified against the CA certificate from before the renewal: %v; want verified: %v",
+					tc.policy, err, tc.wantOK)
+			}
+			var unknown x509.UnknownAuthorityError
+			if err != nil && !errors.As(err, &unknown) {
+				t.Errorf("refused with %v; want an unknown authority", err)
+			}
+			if sameKey := string(renewed.cert.SubjectKeyId) == string(old.cert.SubjectKeyId); sameKey != tc.wantOK {
+				t.Errorf("subject key IDs %x (renewed) and %x (old) equal: %v; want %v (derived from the key)", renewed.cert.SubjectKeyId, old.cert.SubjectKeyId, sameKey, tc.wantOK)
+			}
+		})
+	}
+}
+
+// checkCAKept fails the test when an upgrade from before to after changes
+// the chart's CA Certificate in a way that makes cert-manager issue it
+// again. cert-manager reissues when the key no longer matches
+// spec.privateKey's algorithm and size, or the request no longer matches
+// the subject, names, isCA, usages, duration or issuerRef
+// (internal/controller/certificates/policies/policies.go
+// NewTriggerPolicyChain; pkg/util/pki/match.go PrivateKeyMatchesSpec,
+// RequestMatchesSpec); privateKey.rotationPolicy is read only when a key
+// is made for an issuance (keymanager_controller.go), so a change of it
+// alone issues nothing.
+func checkCAKept(t *testing.T, before, after []*unstructured.Unstructured) {
+	t.Helper()
+	was, is := caCertificate(t, before), caCertificate(t, after)
+	if was == nil {
+		return
+	}
+	if is == nil {
+		t.Fatal("the upgrade drops the CA Certificate")
+	}
+	strip := func(spec map[string]any) map[string]any {
+		out := map[string]any{}
+		for k, v := range spec {
+			out[k] = v
+		}
+		if pk, ok := spec["privateKey"].(map[string]any); ok {
+			kept := map[string]any{}
+			for k, v := range pk {
+				if k != "rotationPolicy" {
+					kept[k] = v
+				}
+			}
+			out["privateKey"] = kept
+		}
+		return out
+	}
+	if diff := cmp.Diff(strip(was), strip(is)); diff != "" {
+		t.Errorf("the upgrade changes the CA Certificate beyond privateKey.rotationPolicy, so cert-manager would issue the CA again, with a new key that running autoscalers do not trust (-before +after):\n%s", diff)
+	}
+	if got := rotationPolicy(is); got != "Never" {
+		t.Errorf("the upgraded CA Certificate's rotationPolicy %q; want Never", got)
+	}
+}
