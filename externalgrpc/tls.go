@@ -13,7 +13,8 @@ import (
 
 // ServerTLSConfig returns the TLS configuration the autoscaler's client
 // expects: the server presents certFile/keyFile and demands a client
-// certificate that verifies against clientCAFile (mutual TLS). The
+// certificate that verifies against clientCAFile (mutual TLS), which may
+// hold several CA certificates (a trust bundle of an old and a new CA). The
 // autoscaler has no server-only TLS mode, and without client verification
 // anyone who reaches the port could create and delete servers. With
 // [WithClientNames] the client certificate must also name one of the

@@ -1,0 +1,90 @@
+package externalgrpc_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/hcloudscale/hcloudscale/externalgrpc"
+)
+
+// TestClientCABundle rotates the CA of the client certificates through a
+// trust bundle, as trust-manager updates a mounted ConfigMap: the client
+// CA file first holds the old CA, then the old and the new CA in one PEM
+// file (both of the same subject, as a CA renewed with a new key is), then
+// the new one only. serve rereads it at the next handshake: while it holds
+// both, client certificates of either CA are accepted, so the autoscaler
+// keeps the certificate it holds in memory while the server side moves to
+// the new CA; a CA in neither file is refused throughout.
+func TestClientCABundle(t *testing.T) {
+	old, renewed := newPKI(t), newPKI(t)
+	if old.ca.Subject.String() != renewed.ca.Subject.String() {
+		t.Fatalf("CA subjects %q and %q; want one subject with two keys", old.ca.Subject, renewed.ca.Subject)
+	}
+	bundle := filepath.Join(t.TempDir(), "ca.crt")
+	writeBundle(t, bundle, time.Now(), old.ca)
+	serverTLS, err := externalgrpc.ServerTLSConfig(old.serverCert, old.serverKey, bundle, externalgrpc.WithClientNames(autoscalerName))
+	if err != nil {
+		t.Fatalf("ServerTLSConfig: %v", err)
+	}
+	te := &tlsEnv{env: newEnv(t, envOptions{serverTLS: serverTLS, clientTLS: old.clientTLS(true), logger: zap.NewNop()}), pki: old}
+
+	now := time.Now()
+	client := func(p *pki) tls.Certificate {
+		return p.sign(t, leafSpec{dnsNames: []string{autoscalerName}, usage: x509.ExtKeyUsageClientAuth, notBefore: now.Add(-time.Hour), notAfter: now.Add(time.Hour)})
+	}
+	certs := map[string]tls.Certificate{"old CA": client(old), "new CA": client(renewed), "another CA": client(newPKI(t))}
+	for i, step := range []struct {
+		name     string
+		cas      []*x509.Certificate
+		accepted map[string]bool
+	}{
+		{"the old CA", []*x509.Certificate{old.ca}, map[string]bool{"old CA": true}},
+		{"the old and the new CA", []*x509.Certificate{old.ca, renewed.ca}, map[string]bool{"old CA": true, "new CA": true}},
+		{"the new and the old CA", []*x509.Certificate{renewed.ca, old.ca}, map[string]bool{"old CA": true, "new CA": true}},
+		{"the new CA", []*x509.Certificate{renewed.ca}, map[string]bool{"new CA": true}},
+	} {
+		// A modification time of its own: serve sees the file change.
+		writeBundle(t, bundle, now.Add(time.Duration(i+1)*time.Minute), step.cas...)
+		for name, cert := range certs {
+			_, err := te.call(&cert)
+			switch {
+			case step.accepted[name] && err != nil:
+				t.Errorf("client CA file with %s: a client certificate of the %s: %v; want an answer", step.name, name, err)
+			case !step.accepted[name] && status.Code(err) != codes.Unavailable:
+				t.Errorf("client CA file with %s: a client certificate of the %s: %v; want the handshake refused", step.name, name, err)
+			}
+		}
+	}
+	// Two refusals in the first and the last step, one in the others.
+	te.eventually("6 handshakes refused as "+externalgrpc.ReasonUnknownAuthority, 0, func() bool {
+		return te.failures(externalgrpc.ReasonUnknownAuthority) == 6
+	})
+}
+
+// writeBundle writes the CA certificates into one PEM file, as a trust
+// bundle holds them, with the modification time at.
+func writeBundle(t *testing.T, file string, at time.Time, cas ...*x509.Certificate) {
+	t.Helper()
+	var b bytes.Buffer
+	for _, ca := range cas {
+		if err := pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(file, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(file, at, at); err != nil {
+		t.Fatal(err)
+	}
+}
