@@ -9,12 +9,16 @@ import (
 	"errors"
 	"math/big"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v4/pkg/cli/values"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 // caCertificate is the spec of the chart's private CA, the cert-manager
@@ -212,4 +216,83 @@ func checkCAKept(t *testing.T, before, after []*unstructured.Unstructured) {
 	if got := rotationPolicy(is); got != "Never" {
 		t.Errorf("the upgraded CA Certificate's rotationPolicy %q; want Never", got)
 	}
+}
+
+// TestCABundle: with tls.caBundle serve verifies clients against the
+// bundle's ConfigMap (mounted whole, so its updates reach the file) and
+// the autoscaler's cloud-config trusts the bundle at caBundleDir; without
+// it both use the ca.crt of the certificates' Secrets. A caBundleDir that
+// is the client Secret's directory, or a ConfigMap name Kubernetes
+// refuses, stops the install.
+func TestCABundle(t *testing.T) {
+	minimal := filepath.Join(chartDir, "ci", "minimal-values.yaml")
+	for _, tc := range []struct {
+		name                 string
+		set                  []string
+		wantVolume, wantFile string // serve's --tls-client-ca: the volume's object and the file in it
+		wantCACert           string // the autoscaler's cloud-config
+	}{
+		{"no bundle", nil, "Secret/hcloudscale-server-tls", "ca.crt", "/etc/hcloudscale/tls/ca.crt"},
+		{"a bundle", []string{"tls.caBundle.configMap=hcloudscale-ca", "tls.caBundle.key=bundle.pem"},
+			"ConfigMap/hcloudscale-ca", "bundle.pem", "/etc/hcloudscale/ca-bundle/bundle.pem"},
+		{"a bundle elsewhere", []string{"tls.caBundle.configMap=hcloudscale-ca", "autoscalerCloudConfig.caBundleDir=/trust/"},
+			"ConfigMap/hcloudscale-ca", "ca.crt", "/trust/ca.crt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := mustRender(t, mergeValues(t, values.Options{ValueFiles: []string{minimal}, Values: tc.set}))
+			pod := one[*appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec
+			ca := flags(pod.Containers[0].Args)["tls-client-ca"]
+			if len(ca) != 1 {
+				t.Fatalf("--tls-client-ca %q; want one", ca)
+			}
+			at, ok := inVolume(pod.Containers[0], ca[0])
+			vol, file, _ := strings.Cut(at, "/")
+			if got := volumeObject(pod, vol); !ok || got != tc.wantVolume || file != tc.wantFile {
+				t.Errorf("--tls-client-ca=%s is %s in %s; want %s in %s", ca[0], file, got, tc.wantFile, tc.wantVolume)
+			}
+			if cc := renderedCloudConfig(t, objs); cc.CACert != tc.wantCACert || cc.Cert != "/etc/hcloudscale/tls/tls.crt" {
+				t.Errorf("cloud-config cacert %s, cert %s; want cacert %s, the client Secret's cert", cc.CACert, cc.Cert, tc.wantCACert)
+			}
+		})
+	}
+	for _, tc := range []struct{ set, want string }{
+		{"autoscalerCloudConfig.caBundleDir=/etc/hcloudscale/tls/", "autoscalerCloudConfig.caBundleDir is autoscalerCloudConfig.certDir"},
+		{"tls.caBundle.key=ca/crt", "/tls/caBundle/key"},
+	} {
+		_, err := render(t, mergeValues(t, values.Options{ValueFiles: []string{minimal}, Values: []string{"tls.caBundle.configMap=hcloudscale-ca", tc.set}}))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--set %s: %v; want an error naming %s", tc.set, err, tc.want)
+		}
+	}
+}
+
+// volumeObject is "Kind/name" of the Secret or ConfigMap of the pod's
+// volume name, mounted whole (no items).
+func volumeObject(pod corev1.PodSpec, name string) string {
+	for _, v := range pod.Volumes {
+		switch {
+		case v.Name != name:
+		case v.Secret != nil && len(v.Secret.Items) == 0:
+			return "Secret/" + v.Secret.SecretName
+		case v.ConfigMap != nil && len(v.ConfigMap.Items) == 0:
+			return "ConfigMap/" + v.ConfigMap.Name
+		}
+	}
+	return ""
+}
+
+// renderedCloudConfig is the autoscaler's cloud-config the chart renders.
+func renderedCloudConfig(t *testing.T, objs []*unstructured.Unstructured) cloudConfig {
+	t.Helper()
+	for _, o := range find(objs, "ConfigMap") {
+		if data := typed(t, o).(*corev1.ConfigMap).Data["cloud-config.yaml"]; data != "" {
+			var cc cloudConfig
+			if err := yaml.UnmarshalStrict([]byte(data), &cc); err != nil {
+				t.Fatalf("cloud-config.yaml: %v", err)
+			}
+			return cc
+		}
+	}
+	t.Fatalf("no cloud-config ConfigMap among %q", kinds(objs))
+	return cloudConfig{}
 }

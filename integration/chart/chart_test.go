@@ -330,6 +330,9 @@ func checkRendered(t *testing.T, objs []*unstructured.Unstructured, vals map[str
 	if v, ok := lookup(vals, "clusterConfig", "existingName").(string); ok && v != "" {
 		given[fmt.Sprint(lookupOr(vals, "Secret", "clusterConfig", "kind"))+"/"+v] = true
 	}
+	if v, ok := lookup(vals, "tls", "caBundle", "configMap").(string); ok && v != "" {
+		given["ConfigMap/"+v] = true
+	}
 	for _, v := range pod.Volumes {
 		var ref string
 		switch {

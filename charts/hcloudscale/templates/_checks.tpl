@@ -59,6 +59,9 @@ problem, each naming its values. deployment.yaml includes it. */}}
 {{- $p = append $p (printf "serve.rpcTimeout (%s) must stay below autoscalerCloudConfig.grpcTimeout (%s): the autoscaler gives up on a call before serve's bound" (default "4s" $v.serve.rpcTimeout) $v.autoscalerCloudConfig.grpcTimeout) -}}
 {{- end -}}
 {{- end -}}
+{{- if and $v.tls.caBundle.configMap $v.autoscalerCloudConfig.enabled (eq (trimSuffix "/" $v.autoscalerCloudConfig.caBundleDir) (trimSuffix "/" $v.autoscalerCloudConfig.certDir)) -}}
+{{- $p = append $p "autoscalerCloudConfig.caBundleDir is autoscalerCloudConfig.certDir: the autoscaler mounts the tls.caBundle ConfigMap and the client Secret as two volumes, in two directories" -}}
+{{- end -}}
 {{- $sel := $v.networkPolicy.clientPodSelector | default dict -}}
 {{- if and $v.networkPolicy.enabled (not $sel.matchLabels) (not $sel.matchExpressions) -}}
 {{- $p = append $p "networkPolicy.clientPodSelector: empty (no matchLabels or matchExpressions) would allow every pod: set the autoscaler's pod labels, e.g. matchLabels.\"app.kubernetes.io/name\"=externalgrpc-cluster-autoscaler (the official chart's)" -}}
