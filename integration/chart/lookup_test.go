@@ -130,13 +130,7 @@ func TestUpgradeKeepsWhatLookupFinds(t *testing.T) {
 	clientSecret := svc.Name + "-client-tls"
 	putTLSSecret(t, admin, ns, clientSecret, oldCert, oldKey, certs.caPEM)
 
-	pods := &podRunner{s: s, ns: ns, certs: certs, fake: hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(10 * time.Millisecond))}
-	t.Cleanup(pods.fake.Close)
-	svcAddr := newForwarder(t)
-	pod := pods.start(t, objs)
-	svcAddr.route(pod.addr)
-	calls := startCalling(t, svcAddr.addr(), host, certs.pool, oldCert, oldKey)
-	calls.waitMore(t, 5)
+	pods, svcAddr, pod, calls := serveRelease(t, s, ns, host, certs, objs, oldCert, oldKey)
 
 	rel = helmUpgrade(t, cfg, name, ns)
 	pod = pods.roll(t, svcAddr, pod, checkKept(t, s, rel, ns, oldCert), calls)
@@ -164,6 +158,21 @@ func TestUpgradeKeepsWhatLookupFinds(t *testing.T) {
 		}
 	}
 	pod.proc.terminate(t)
+}
+
+// serveRelease runs the pod of a release's objs behind a forwarder that
+// plays its Service host, and the autoscaler calling it with cert and key,
+// until it has answered 5 calls.
+func serveRelease(t *testing.T, s *apiserver.Server, ns, host string, certs *testCerts, objs []*unstructured.Unstructured, cert, key []byte) (*podRunner, *forwarder, runningPod, *caller) {
+	t.Helper()
+	pods := &podRunner{s: s, ns: ns, certs: certs, fake: hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(10 * time.Millisecond))}
+	t.Cleanup(pods.fake.Close)
+	svc := newForwarder(t)
+	pod := pods.start(t, objs)
+	svc.route(pod.addr)
+	calls := startCalling(t, svc.addr(), host, certs.pool, cert, key)
+	calls.waitMore(t, 5)
+	return pods, svc, pod, calls
 }
 
 // podRunner runs the pods of a release's revisions as processes, one

@@ -1,12 +1,14 @@
 package chart
 
 import (
+	"crypto/x509"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +23,7 @@ import (
 	"helm.sh/helm/v4/pkg/storage"
 	"helm.sh/helm/v4/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 // TestUpgradeFromEarlierCharts installs each earlier version of the chart
@@ -199,4 +202,42 @@ func testCapabilities(t *testing.T) *common.Capabilities {
 	caps.KubeVersion = *kv
 	caps.APIVersions = append(caps.APIVersions, withCRDAPIs...)
 	return caps
+}
+
+// TestUpgradeFromPreviousChart installs the newest earlier chart version
+// on the real API server with Helm's library, as its README said, plays
+// cert-manager for its client certificate, and upgrades with this README's
+// command while the autoscaler calls all along through a forwarder that
+// plays the Service, the pods rolled as the Deployment rolls: no call may
+// fail. The upgrade keeps the Lease and the client name and changes the
+// private CA in nothing that issues it again (checkCAKept).
+func TestUpgradeFromPreviousChart(t *testing.T) {
+	s := withCRDs(t)
+	const name, ns = "previous", "upgrade-previous"
+	previous := earlierCharts(t, semver.MustParse(loadChart(t).Metadata.Version))[0]
+	t.Logf("upgrading from chart %s (%s)", previous.version, previous.commit[:7])
+	cfg := clusterHelm(t, s, ns)
+	installed := helmInstall(t, cfg, previous.chart, name, ns, mergeValues(t, previous.install))
+	objs := decode(t, installed.Manifest)
+	svc := one[*corev1.Service](t, objs, "Service")
+	host := svc.Name + "." + ns + ".svc"
+	clientName := clientCertName(t, objs)
+	certs := newTestCerts(t, host, clientName)
+	cert, key := certs.issue(t, "", []string{clientName}, x509.ExtKeyUsageClientAuth)
+	putTLSSecret(t, s.AdminClient(t), ns, svc.Name+"-client-tls", cert, key, certs.caPEM)
+
+	pods, svcAddr, pod, calls := serveRelease(t, s, ns, host, certs, objs, cert, key)
+
+	upgraded := decode(t, helmUpgrade(t, cfg, name, ns).Manifest)
+	checkCAKept(t, objs, upgraded)
+	before, after := one[*appsv1.Deployment](t, objs, "Deployment"), one[*appsv1.Deployment](t, upgraded, "Deployment")
+	for _, flag := range []string{"leader-elect-resource-name", "tls-client-name"} {
+		was, is := flags(before.Spec.Template.Spec.Containers[0].Args)[flag], flags(after.Spec.Template.Spec.Containers[0].Args)[flag]
+		if len(was) != 1 || !slices.Equal(was, is) {
+			t.Errorf("--%s %q before the upgrade, %q after; want one, kept", flag, was, is)
+		}
+	}
+	pod = pods.roll(t, svcAddr, pod, upgraded, calls)
+	calls.stop(t)
+	pod.proc.terminate(t)
 }
