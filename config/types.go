@@ -154,9 +154,17 @@ type Pool struct {
 	// family of its own name.
 	Family string
 	// Origin names the setting that declares the pool, for messages:
-	// "--nodes[2] (workers)" or "nodeConfigs.workers". Empty for a pool
-	// built in code; Validate does not read it.
+	// "--nodes[2] (workers)" or "nodeConfigs.workers"; in a node group of
+	// a later offering (OfferingGroups), the offering's key
+	// ("nodeConfigs.workers.offerings[1]"). Empty for a pool built in
+	// code; Validate does not read it.
 	Origin string
+	// OfferingOrigins names, for messages, the key each of Offerings was
+	// written at, in the same order: "nodeConfigs.workers.offerings[1]";
+	// "" for the first offering when the list leaves it out (Origin
+	// declares it). Nil for a pool built in code; Validate does not read
+	// it.
+	OfferingOrigins []string
 
 	CloudInit Secret
 	// CloudInitTemplate says CloudInit is a template (package cloudinit),
