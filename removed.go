@@ -53,6 +53,61 @@ func (c *Cluster) adoptRemoved(cfg *config.Config, set *poolSet) (*poolSet, []st
 	return set, warnings
 }
 
+// adoptRemovedOfferings keeps the servers of an offering a configured
+// pool no longer lists in a removed node group of that offering, as
+// [Cluster.Reconfigure] keeps them when it takes the offering out: named
+// "<pool>@<serverType>-<location>", no scale-up, scale-down and deletes
+// allowed, counted against the pool's max, dropped by [Cluster.Refresh]
+// once empty. Only servers created for a later offering that still run
+// on it (config.LabelOffering, see [pool.CreatedFor]) are such servers;
+// any other server on no offering stays with the pool's first group. It
+// returns a warning per group.
+func (c *Cluster) adoptRemovedOfferings(cfg *config.Config, set *poolSet, refs *references) (*poolSet, []string, error) {
+	snap := c.servers.Current()
+	if snap == nil {
+		return set, nil, nil
+	}
+	var warnings []string
+	for i := range cfg.Pools {
+		pc := &cfg.Pools[i]
+		byOffering := map[config.Offering][]*servercache.Server{}
+		for _, s := range snap.Pool(pc.Name) {
+			o := config.Offering{ServerType: s.ServerType, Location: s.Location}
+			if pool.CreatedFor(s, o.ServerType, o.Location) && !slices.Contains(pc.PoolOfferings(), o) {
+				byOffering[o] = append(byOffering[o], s)
+			}
+		}
+		for _, o := range slices.SortedFunc(maps.Keys(byOffering), func(a, b config.Offering) int { return strings.Compare(a.String(), b.String()) }) {
+			p, err := c.newPool(cfg, removedOffering(pc, o), refs)
+			if err != nil {
+				return set, warnings, err
+			}
+			p.Remove()
+			set = set.with(p)
+			c.storePools(set)
+			servers := byOffering[o]
+			warnings = append(warnings, fmt.Sprintf("pool %q does not list the offering %s but has %d server(s) created for it (%s): kept as its removed node group %q (no scale-up, counted against the pool's max); "+
+				"the autoscaler deletes its nodes as they become unneeded; list the offering again to keep them", pc.Name, o, len(servers), serverNames(servers), p.Name()))
+		}
+	}
+	return set, warnings, nil
+}
+
+// removedOffering returns the configuration of the node group of offering
+// o that pool pc no longer lists: pc's first group on o, o listed last so
+// that the group's ID is "<pool>@<o>".
+func removedOffering(pc *config.Pool, o config.Offering) config.Pool {
+	g := pc.OfferingGroups()[0]
+	g.Offerings = append(slices.Clone(pc.PoolOfferings()), o)
+	g.OfferingOrigins = nil
+	g.Name = config.GroupID(pc.Name, g.Offerings, len(g.Offerings)-1)
+	g.ServerType, g.Location = o.ServerType, o.Location
+	// A pool of several offerings has no spread groups (config refuses
+	// them), nor had this group when the offering was listed.
+	g.SpreadGroups = false
+	return g
+}
+
 // removedPool builds the removed pool name from one of its servers.
 func (c *Cluster) removedPool(cfg *config.Config, name string, s *servercache.Server) (*pool.Pool, error) {
 	if err := config.CheckPoolName(name); err != nil {

@@ -100,6 +100,7 @@ func FuzzLoad(f *testing.F) {
 	// Offerings with the pool's own first, and without it: the origins of each.
 	f.Add([]byte(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "cx22", "location": "fsn1"}, {"serverType": "cx32", "location": "nbg1"}]}}}`), "0:2:cx22:fsn1:pool1", "true", "", "")
 	f.Add([]byte(`{"nodeConfigs": {"pool1": {"serverType": "cx22", "location": "fsn1", "maxSize": 2, "offerings": [{"serverType": "cx32", "location": "nbg1"}, {"serverType": "cax11", "location": "hel1"}]}}}`), "", "true", "", "")
+	f.Add([]byte(`{"nodeConfigs": {"pool1": {"serverLabels": {"hcloudscale/offering": "cx32-nbg1"}}}}`), "0:2:cx22:fsn1:pool1", "true", "", "")
 	f.Fuzz(func(t *testing.T, doc []byte, spec, ipv4, timeout, endpoint string) {
 		const token = "SECRETTOKEN"
 		env := MapEnv(map[string]string{

@@ -26,6 +26,14 @@ const (
 	// Only groups with it (and the cluster label, with a cluster name)
 	// are filled or deleted.
 	LabelSpreadPool = "hcloudscale/spread-pool"
+	// LabelOffering marks a server created for one of a pool's offerings
+	// after the first; the value is that offering, "<serverType>-<location>"
+	// ([Offering.String]). A server that still runs on it while the pool
+	// no longer lists it is kept in a removed node group of that offering,
+	// after a restart as after a reload; a server without it (created for
+	// the first offering, or by the upstream provider) falls back to the
+	// pool's first node group instead.
+	LabelOffering = "hcloudscale/offering"
 )
 
 // InCluster reports whether server labels place a server in the named
