@@ -33,6 +33,14 @@ func offeringsConfig(t *testing.T, p *project, first string, offerings ...config
 	return p.load(t, cc, nil, []string{"1:6:" + first + ":workers", "1:3:cax11:nbg1:arm", "0:2:ccx13:hel1:dedicated"})
 }
 
+// withoutWorkers is the healthy configuration without pool workers.
+func withoutWorkers(t *testing.T, p *project) *config.Config {
+	t.Helper()
+	cc := healthyClusterConfig()
+	delete(cc["nodeConfigs"].(map[string]any), "workers")
+	return p.load(t, cc, nil, []string{"1:3:cax11:nbg1:arm", "0:2:ccx13:hel1:dedicated"})
+}
+
 // groupRow is what the autoscaler sees of one node group of workers.
 type groupRow struct {
 	Name             string
@@ -156,13 +164,20 @@ func TestOfferingsRestartAgreesWithReload(t *testing.T) {
 			[]groupRow{{Name: "workers", Target: 3}, {Name: "workers@cpx31-hel1", Target: 1}}},
 		{"the first offering replaced", "cpx31:nbg1", []config.Offering{offB, offC},
 			[]groupRow{{Name: "workers", Target: 1}, {Name: "workers@cx33-nbg1", Target: 2}, {Name: "workers@cpx31-hel1", Target: 1}}},
+		// No first: the pool is taken out of the configuration.
+		{"the pool removed", "", nil,
+			[]groupRow{{Name: "workers", Removed: true, Target: 1}, {Name: "workers@cpx31-hel1", Removed: true, Target: 1}, {Name: "workers@cx33-nbg1", Removed: true, Target: 2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := map[string][]groupRow{}
 			for _, path := range offeringsChange {
 				p := newProject(t, fastActions())
 				c := startOfferings(t, p)
-				c = path.apply(t, p, c, offeringsConfig(t, p, tc.first, tc.offs...))
+				next := withoutWorkers(t, p)
+				if tc.first != "" {
+					next = offeringsConfig(t, p, tc.first, tc.offs...)
+				}
+				c = path.apply(t, p, c, next)
 				// Refresh drops removed groups that are empty.
 				waitSettled(t, c, p)
 				got[path.name] = workersGroups(c)
