@@ -168,7 +168,7 @@ func TestValidateProblems(t *testing.T) {
 			// Each check of an offering names the key it was written at,
 			// not the place it takes in the pool's offerings (the pool's
 			// own type and location, left out here, are the first).
-			name: "every offering named by its key, all at once, --strict",
+			name: "every offering named by its key, all at once",
 			extra: map[string]string{config.EnvClusterConfigFile: "", config.EnvClusterConfig: b64(`{
 				"imagesForArch": {"amd64": "ubuntu-24.04", "arm64": "no-such-image"},
 				"nodeConfigs": {"workers": {"cloudInit": "#cloud-config\n", "offerings": [
