@@ -186,7 +186,12 @@ func (c *Cluster) start(ctx context.Context, cfg *config.Config, o *options) err
 		set = set.with(p)
 		c.storePools(set)
 	}
+	set, offered, err := c.adoptRemovedOfferings(cfg, set, refs)
+	if err != nil {
+		return err
+	}
 	_, adopted := c.adoptRemoved(cfg, set)
+	c.warnings = append(c.warnings, offered...)
 	c.warnings = append(c.warnings, adopted...)
 	return nil
 }
@@ -383,16 +388,12 @@ func (c *Cluster) check(ctx context.Context, cfg *config.Config) (refs *referenc
 	}
 	r := &checkReport{errs: errs, lenient: c.lenient}
 	for i := range cfg.Pools {
-		path := cfg.Pools[i].Origin
-		if path == "" {
-			path = config.PoolSetting(i, cfg.Pools[i].Name)
+		pc := cfg.Pools[i]
+		if pc.Origin == "" {
+			pc.Origin = config.PoolSetting(i, pc.Name)
 		}
-		for j, g := range cfg.Pools[i].OfferingGroups() {
-			gp := path
-			if j > 0 {
-				gp = fmt.Sprintf("%s offering %d (%s)", path, j, config.Offering{ServerType: g.ServerType, Location: g.Location})
-			}
-			c.checkPool(ctx, r, byName, gp, &g)
+		for j, g := range pc.OfferingGroups() {
+			c.checkPool(ctx, r, byName, offeringSetting{path: pc.OfferingSetting(j), later: j > 0}, &g)
 		}
 	}
 	c.checkPlacement(ctx, r, cfg, refs)
@@ -410,6 +411,21 @@ type checkReport struct {
 	soldOut  []*config.Pool
 	// lenient makes offer problems warnings (WithLenientCheck).
 	lenient bool
+	// archs holds the architectures whose image is checked, per pool.
+	archs map[string][]config.Arch
+}
+
+// firstOfArch reports whether the image of arch is not checked yet for the
+// pool, and records it as checked.
+func (r *checkReport) firstOfArch(pool string, arch config.Arch) bool {
+	if slices.Contains(r.archs[pool], arch) {
+		return false
+	}
+	if r.archs == nil {
+		r.archs = map[string][]config.Arch{}
+	}
+	r.archs[pool] = append(r.archs[pool], arch)
+	return true
 }
 
 func (r *checkReport) warn(format string, args ...any) {
@@ -428,39 +444,75 @@ func (r *checkReport) offer(err error) {
 	r.errs = append(r.errs, err)
 }
 
+// offeringSetting names one of a pool's offerings in check's messages:
+// path is [config.Pool.OfferingSetting]; later is set for an offering
+// after the first, whose path is an element of the offerings list, so
+// that a message can name its serverType or location key.
+type offeringSetting struct {
+	path  string
+	later bool
+}
+
+// key returns the path of the offering's key name, or of the offering
+// when it is the first (its --nodes entry has no keys).
+func (o offeringSetting) key(name string) string {
+	if o.later {
+		return o.path + "." + name
+	}
+	return o.path
+}
+
 // checkPool checks the server type of one of a pool's offerings (the
 // node group p), its offering in the location and the pool's image for
-// the type's architecture; path names the setting in messages.
-func (c *Cluster) checkPool(ctx context.Context, r *checkReport, byName map[string]*servercache.ServerType, path string, p *config.Pool) {
+// the type's architecture (once per architecture of the pool: a later
+// offering of an architecture checked already adds nothing); at names the
+// offering in messages.
+func (c *Cluster) checkPool(ctx context.Context, r *checkReport, byName map[string]*servercache.ServerType, at offeringSetting, p *config.Pool) {
+	path := at.path
 	t := byName[p.ServerType]
 	if t == nil {
-		r.offer(fieldErr(path, "server type %q does not exist", p.ServerType))
+		r.offer(fieldErr(at.key("serverType"), "server type %q does not exist", p.ServerType))
 		return
 	}
 	loc, ok := t.Locations[p.Location]
 	switch {
 	case !ok:
-		r.offer(fieldErr(path, "server type %q is not offered in location %q", p.ServerType, p.Location))
+		r.offer(fieldErr(at.key("location"), "server type %q is not offered in location %q", p.ServerType, p.Location))
 		return
 	case !loc.Available:
 		r.soldOut = append(r.soldOut, p)
-		r.warn("%s: server type %q is not available in location %q (sold out); scale-ups of the pool fail at once until the catalogue offers it again", path, p.ServerType, p.Location)
+		r.warn("%s: server type %q is not available in location %q (sold out); scale-ups of %s fail at once until the catalogue offers it again", path, p.ServerType, p.Location, offeringWhat(p))
 	case loc.Deprecated && !loc.UnavailableAfter.IsZero():
 		r.warn("%s: server type %q is deprecated in location %q and can be ordered until %s", path, p.ServerType, p.Location, loc.UnavailableAfter.UTC().Format(time.DateOnly))
 	case loc.Deprecated:
 		r.warn("%s: server type %q is deprecated in location %q", path, p.ServerType, p.Location)
 	}
+	if !r.firstOfArch(p.FamilyName(), t.Arch) {
+		return
+	}
 	if slices.Contains(p.InheritedImages, t.Arch) {
 		r.warn("%s: the pool's imagesForArch has no %s entry: its servers boot %q from the global imagesForArch, where upstream let the pool's object replace the global one and booted the newest %s snapshot; add %s to the pool's imagesForArch to choose",
 			path, t.Arch, p.Images.ForArch(t.Arch), t.Arch, t.Arch)
 	}
-	img, err := c.images.ResolvePool(ctx, p, t.Arch)
+	// The pool's images are its offerings' too: its error names the pool.
+	named := *p
+	named.Name = p.FamilyName()
+	img, err := c.images.ResolvePool(ctx, &named, t.Arch)
 	switch {
 	case err != nil:
 		r.offer(fieldErr(path, "image for server type %q (%s): %w", p.ServerType, t.Arch, err))
 	case img.Deprecated:
 		r.warn("%s: image %q (%d) is deprecated", path, img.Name, img.ID)
 	}
+}
+
+// offeringWhat names the pool of an offering's node group in a warning:
+// "the pool", or "the offering of pool "workers"" for a later offering.
+func offeringWhat(p *config.Pool) string {
+	if p.Name == p.FamilyName() {
+		return "the pool"
+	}
+	return fmt.Sprintf("this offering of pool %q", p.FamilyName())
 }
 
 // checkPlacement lists the servers and warns of placement groups without

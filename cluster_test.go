@@ -303,9 +303,9 @@ func TestNewReportsAvailabilityProblems(t *testing.T) {
 				}
 			},
 			wants: []string{
-				`--nodes[0] (workers) offering 1 (cx11-fsn1): server type "cx11" does not exist`,
-				`--nodes[0] (workers) offering 2 (cax11-ash): server type "cax11" is not offered in location "ash"`,
-				`--nodes[0] (workers) offering 3 (cax21-nbg1): image for server type "cax21" (arm64)`,
+				`nodeConfigs.workers.offerings[0].serverType: server type "cx11" does not exist`,
+				`nodeConfigs.workers.offerings[1].location: server type "cax11" is not offered in location "ash"`,
+				`nodeConfigs.workers.offerings[2]: image for server type "cax21" (arm64): pool "workers"`,
 				`--nodes[1] (arm): image for server type "cax11" (arm64)`,
 			},
 		},

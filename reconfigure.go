@@ -254,6 +254,7 @@ func checkFixed(running, cfg *config.Config) error {
 // a reload that leaves a pool alone does not count as a change of it.
 func poolEqual(a, b config.Pool) bool {
 	a.Origin, b.Origin = "", ""
+	a.OfferingOrigins, b.OfferingOrigins = nil, nil
 	return reflect.DeepEqual(a, b)
 }
 

@@ -97,6 +97,10 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(`{"nodeConfigs": {"pool1": {"cloudInit": "SECRETINIT"}}}`), "0:1:cx22:fsn1:pool1", "false", "90s", "https://127.0.0.1/v1")
 	f.Add([]byte(`{"nodeConfigs": {"pool1": {"serverType": "cx22", "location": "fsn1", "maxSize": 2}}}`), "", "true", "", "")
 	f.Add([]byte(`{"nodeConfigs": {"pool1": {"serverType": "cx32", "location": "fsn1", "maxSize": 2}}}`), "0:2:cx22:fsn1:pool1", "true", "", "")
+	// Offerings with the pool's own first, and without it: the origins of each.
+	f.Add([]byte(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "cx22", "location": "fsn1"}, {"serverType": "cx32", "location": "nbg1"}]}}}`), "0:2:cx22:fsn1:pool1", "true", "", "")
+	f.Add([]byte(`{"nodeConfigs": {"pool1": {"serverType": "cx22", "location": "fsn1", "maxSize": 2, "offerings": [{"serverType": "cx32", "location": "nbg1"}, {"serverType": "cax11", "location": "hel1"}]}}}`), "", "true", "", "")
+	f.Add([]byte(`{"nodeConfigs": {"pool1": {"serverLabels": {"hcloudscale/offering": "cx32-nbg1"}}}}`), "0:2:cx22:fsn1:pool1", "true", "", "")
 	f.Fuzz(func(t *testing.T, doc []byte, spec, ipv4, timeout, endpoint string) {
 		const token = "SECRETTOKEN"
 		env := MapEnv(map[string]string{
@@ -126,6 +130,14 @@ func FuzzLoad(f *testing.F) {
 		for _, p := range cfg.Pools {
 			if p.Origin == "" {
 				t.Errorf("pool %q has no Origin", p.Name)
+			}
+			if len(p.OfferingOrigins) != len(p.Offerings) {
+				t.Errorf("pool %q: %d offering origins for %d offerings", p.Name, len(p.OfferingOrigins), len(p.Offerings))
+			}
+			for j, o := range p.OfferingOrigins {
+				if j > 0 && o == "" {
+					t.Errorf("pool %q: offering %d has no origin", p.Name, j)
+				}
 			}
 		}
 	})

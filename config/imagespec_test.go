@@ -71,6 +71,7 @@ func TestCheckServerLabel(t *testing.T) {
 		{"hetzner.cloud/managed", "x", "Hetzner reserves"},
 		{"hcloud/node-group", "x", "set by hcloudscale"},
 		{"hcloudscale/cluster", "x", "set by hcloudscale"},
+		{"hcloudscale/offering", "cx33-nbg1", "set by hcloudscale"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.key+"="+tt.value, func(t *testing.T) {

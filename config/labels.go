@@ -78,7 +78,7 @@ func CheckServerLabel(key, value string) error {
 	} else if prefix, _, ok := strings.Cut(key, "/"); ok && (prefix == reservedLabelPrefix || strings.HasSuffix(prefix, "."+reservedLabelPrefix)) {
 		errs = append(errs, fmt.Errorf("key %q uses the prefix %s/, which Hetzner reserves", key, reservedLabelPrefix))
 	}
-	if key == LabelNodeGroup || key == LabelCluster || key == LabelUserDataHash || key == LabelReplaces {
+	if key == LabelNodeGroup || key == LabelCluster || key == LabelUserDataHash || key == LabelReplaces || key == LabelOffering {
 		errs = append(errs, fmt.Errorf("key %q is set by hcloudscale and cannot be given", key))
 	}
 	if err := joinMsgs(content.IsLabelValue(value)); err != nil {

@@ -218,6 +218,21 @@ func TestLoad(t *testing.T) {
 			if diff := cmp.Diff([]string{"pool1/cx22/fsn1/pool1", "pool1@cpx31-nbg1/cpx31/nbg1/pool1", "pool1@cx22-hel1/cx22/hel1/pool1"}, ids); diff != "" {
 				t.Errorf("node groups (-want +got):\n%s", diff)
 			}
+			// Messages name each offering by the key it was written at.
+			wantOrigins := []string{"--nodes[0] (pool1)", "nodeConfigs.pool1.offerings[0]", "nodeConfigs.pool1.offerings[1]"}
+			if diff := cmp.Diff(wantOrigins, groupOrigins(c)); diff != "" {
+				t.Errorf("node groups' origins (-want +got):\n%s", diff)
+			}
+		}},
+		{name: "offerings repeating the --nodes type and location first", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "cx22", "location": "fsn1"}, {"serverType": "cx22", "location": "hel1"}]}}}`)}, check: func(t *testing.T, c *Config) {
+			want := []string{"--nodes[0] (pool1), nodeConfigs.pool1.offerings[0]", "nodeConfigs.pool1.offerings[1]"}
+			got := []string{c.Pools[0].OfferingSetting(0), c.Pools[0].OfferingSetting(1)}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("offering settings (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"--nodes[0] (pool1)", "nodeConfigs.pool1.offerings[1]"}, groupOrigins(c)); diff != "" {
+				t.Errorf("node groups' origins (-want +got):\n%s", diff)
+			}
 		}},
 		{name: "offerings naming only the pool's own", env: map[string]string{EnvClusterConfig: b64(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "cx22", "location": "fsn1"}]}}}`)}, check: func(t *testing.T, c *Config) {
 			if p := c.Pools[0]; p.Offerings != nil || len(c.NodeGroups()) != 1 {
@@ -602,4 +617,13 @@ func TestEnvNamesListsEveryVariableLoadReads(t *testing.T) {
 	if !asked[EnvEndpointInsecure] || !asked[EnvClusterName] {
 		t.Errorf("Load read %v; the settings meant to make it read %s and %s", asked, EnvEndpointInsecure, EnvClusterName)
 	}
+}
+
+// groupOrigins returns the Origin of every node group of c.
+func groupOrigins(c *Config) []string {
+	var out []string
+	for _, g := range c.NodeGroups() {
+		out = append(out, g.Origin)
+	}
+	return out
 }

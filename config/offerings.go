@@ -63,9 +63,34 @@ func (p *Pool) OfferingGroups() []Pool {
 		g.Family = family
 		g.Name = GroupID(family, offs, i)
 		g.ServerType, g.Location = o.ServerType, o.Location
+		if i > 0 {
+			g.Origin = p.OfferingSetting(i)
+		}
 		out[i] = g
 	}
 	return out
+}
+
+// OfferingSetting names, for messages, the setting that declares offering
+// i of the pool: the key it was written at
+// ("nodeConfigs.workers.offerings[1]"); for the first offering Origin,
+// which declares its server type and location, followed by its key when
+// the list repeats it ("--nodes[0] (workers), nodeConfigs.workers.offerings[0]");
+// for a pool built in code "<Origin> offering <i> (<serverType>-<location>)".
+func (p *Pool) OfferingSetting(i int) string {
+	key := ""
+	if i < len(p.OfferingOrigins) {
+		key = p.OfferingOrigins[i]
+	}
+	switch {
+	case i == 0 && key != "" && p.Origin != "":
+		return p.Origin + ", " + key
+	case key != "":
+		return key
+	case i == 0:
+		return p.Origin
+	}
+	return fmt.Sprintf("%s offering %d (%s)", p.Origin, i, p.PoolOfferings()[i])
 }
 
 // FamilyName returns the name of the pool this node group is an offering
@@ -133,14 +158,15 @@ func (p *problems) offerings(path string, raw json.RawMessage) []Offering {
 
 // poolOfferings returns the offerings of a pool whose --nodes (or
 // nodeConfigs) type and location are first and whose entry lists written:
-// first written or not, then the others in the order written. A
+// first written or not, then the others in the order written; and the
+// key each was written at ("" for first when it is not written). A
 // duplicate, or first written at another place than the first, is
 // reported at path.
-func (p *problems) poolOfferings(path string, first Offering, written []Offering) []Offering {
+func (p *problems) poolOfferings(path string, first Offering, written []Offering) (offerings []Offering, origins []string) {
 	if len(written) == 0 {
-		return nil
+		return nil, nil
 	}
-	out := []Offering{first}
+	out, keys := []Offering{first}, []string{""}
 	seen := map[Offering]int{}
 	for i, o := range written {
 		ip := indexPath(path, i)
@@ -152,15 +178,16 @@ func (p *problems) poolOfferings(path string, first Offering, written []Offering
 		case o == first && i != 0:
 			p.addf(ip, "%s is the pool's own serverType and location, which are always the first offering: move it to %s or leave it out", o, indexPath(path, 0))
 		case o == first:
+			keys[0] = ip
 		default:
-			out = append(out, o)
+			out, keys = append(out, o), append(keys, ip)
 		}
 		seen[o] = i
 	}
 	if len(out) == 1 {
-		return nil
+		return nil, nil
 	}
-	return out
+	return out, keys
 }
 
 // validateOfferings checks a resolved pool's Offerings.

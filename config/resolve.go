@@ -151,7 +151,7 @@ func (p *problems) applyNodeConfig(pool *Pool, cfg *Config, cc *ClusterConfig, n
 	pool.Firewalls = appendUnique(pool.Firewalls, nc.Firewalls...)
 	pool.PlacementGroup = nc.PlacementGroup
 	pool.SpreadGroups = nc.SpreadGroups
-	pool.Offerings = p.poolOfferings(path+".offerings", Offering{ServerType: pool.ServerType, Location: pool.Location}, nc.Offerings)
+	pool.Offerings, pool.OfferingOrigins = p.poolOfferings(path+".offerings", Offering{ServerType: pool.ServerType, Location: pool.Location}, nc.Offerings)
 	if pool.SpreadGroups && len(pool.Offerings) > 1 {
 		p.addf(path+".offerings", "%d offerings together with spreadGroups, which the node groups of one pool's offerings cannot share yet: use placementGroup or no placement group", len(pool.Offerings))
 	}

@@ -26,6 +26,14 @@ const (
 	// Only groups with it (and the cluster label, with a cluster name)
 	// are filled or deleted.
 	LabelSpreadPool = "hcloudscale/spread-pool"
+	// LabelOffering marks a server created for one of a pool's offerings
+	// after the first; the value is that offering, "<serverType>-<location>"
+	// ([Offering.String]). A server that still runs on it while the pool
+	// no longer lists it is kept in a removed node group of that offering,
+	// after a restart as after a reload; a server without it (created for
+	// the first offering, or by the upstream provider) falls back to the
+	// pool's first node group instead.
+	LabelOffering = "hcloudscale/offering"
 )
 
 // InCluster reports whether server labels place a server in the named
@@ -154,9 +162,17 @@ type Pool struct {
 	// family of its own name.
 	Family string
 	// Origin names the setting that declares the pool, for messages:
-	// "--nodes[2] (workers)" or "nodeConfigs.workers". Empty for a pool
-	// built in code; Validate does not read it.
+	// "--nodes[2] (workers)" or "nodeConfigs.workers"; in a node group of
+	// a later offering (OfferingGroups), the offering's key
+	// ("nodeConfigs.workers.offerings[1]"). Empty for a pool built in
+	// code; Validate does not read it.
 	Origin string
+	// OfferingOrigins names, for messages, the key each of Offerings was
+	// written at, in the same order: "nodeConfigs.workers.offerings[1]";
+	// "" for the first offering when the list leaves it out (Origin
+	// declares it). Nil for a pool built in code; Validate does not read
+	// it.
+	OfferingOrigins []string
 
 	CloudInit Secret
 	// CloudInitTemplate says CloudInit is a template (package cloudinit),

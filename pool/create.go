@@ -142,6 +142,11 @@ func (p *Pool) createOpts(ctx context.Context, set *settings, name string, repla
 	// The user data's hash, for telling the server apart once the pool's
 	// cloud-init has changed (Drift).
 	labels[config.LabelUserDataHash] = UserDataHash(userData)
+	if cfg.Name != cfg.FamilyName() {
+		// A later offering's server: after a restart without the
+		// offering, it is found in the offering's removed group again.
+		labels[config.LabelOffering] = config.Offering{ServerType: cfg.ServerType, Location: cfg.Location}.String()
+	}
 	if replaces > 0 {
 		labels[config.LabelReplaces] = strconv.FormatInt(replaces, 10)
 	}

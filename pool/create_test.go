@@ -320,7 +320,8 @@ func TestFailureAfterCreateLeavesNoServer(t *testing.T) {
 				t.Fatalf("Instances() = %+v; want one placeholder", ins)
 			}
 			want := Instance{ID: ClaimID("workers", ins[0].Name), State: Creating, Name: ins[0].Name,
-				Error: &ErrorInfo{Class: Other, Code: "server_error", Message: ins[0].Error.Message}}
+				Error:    &ErrorInfo{Class: Other, Code: "server_error", Message: ins[0].Error.Message},
+				Offering: config.Offering{ServerType: "cx23", Location: "fsn1"}}
 			if diff := gocmp.Diff(want, ins[0]); diff != "" {
 				t.Errorf("placeholder (-want +got):\n%s", diff)
 			}

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -14,12 +15,16 @@ import (
 // its config.LabelNodeGroup label), its min and its max.
 //
 // A server belongs to the configured group of its server type and
-// location, the first offering's too. The group of an offering taken out
-// of the list is removed (min 0, max its size, no scale-up, see
-// [Pool.Remove]) and keeps its servers until they are gone. A server on no offering of the pool (its type changed since the
-// server was created, or a removed offering's group is gone after a
-// restart) belongs to the first offering's group, as it did before the
-// pool had offerings, where drift reports it.
+// location, the first offering's too. The group of a later offering taken
+// out of the list is removed (min 0, max its size, no scale-up, see
+// [Pool.Remove]) and keeps the servers created for it
+// (config.LabelOffering) that still run on it until they are gone; a
+// Cluster started without the offering builds that removed group again
+// for such servers, so a restart and a reload agree. Any other server on
+// no offering of the pool (its type changed since it was created, or it
+// was created for the first offering, or by the upstream provider)
+// belongs to the first offering's group, as it did before the pool had
+// offerings, where drift reports it.
 //
 // The bounds hold across the family: every check of a member's max
 // (IncreaseSize, AtomicIncreaseSize, Surge) and min (DeleteInstances)
@@ -99,12 +104,25 @@ func (f *Family) owner(s *servercache.Server) *Pool {
 			// a later offering the first gives it that group's servers.
 			return m
 		}
-		removed = m
+		if m.cfg.Name == f.name || CreatedFor(s, set.cfg.ServerType, set.cfg.Location) {
+			removed = m
+		}
 	}
 	if removed != nil {
 		return removed
 	}
 	return first
+}
+
+// CreatedFor reports whether a listed server was created for the offering
+// of serverType in location as a later offering of its pool and still
+// runs on it: its config.LabelOffering is "<serverType>-<location>" and
+// so are its type and location. It allocates nothing.
+func CreatedFor(s *servercache.Server, serverType, location string) bool {
+	v := s.Labels[config.LabelOffering]
+	return s.ServerType == serverType && s.Location == location &&
+		len(v) == len(serverType)+1+len(location) && strings.HasPrefix(v, serverType) &&
+		v[len(serverType)] == '-' && strings.HasSuffix(v, location)
 }
 
 // lockFamily takes the family's check lock; the returned func releases

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 
+	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/servercache"
 )
 
@@ -52,6 +53,11 @@ type Instance struct {
 	// Status is the server's last known Hetzner status; empty while no
 	// server exists.
 	Status hcloud.ServerStatus
+	// Offering is the server type and location the instance runs on: the
+	// server's as listed, which differ from the node group's for a server
+	// whose type changed since (drift reports it); the group's for a
+	// claim whose server is not listed yet.
+	Offering config.Offering
 	// Replaces is the ID of the server this one replaces: set for a claim
 	// made by [Pool.Surge] (also once it failed) and for a server that
 	// carries a valid config.LabelReplaces label (see [Pool.Surge]); 0

@@ -88,12 +88,15 @@ type Pool struct {
 	cfg struct{ Name string }
 	// deps holds the shared clients and caches; the resolved references
 	// are in the settings.
-	deps      Deps
-	set       atomic.Pointer[settings]
-	opts      options
-	log       *zap.Logger
-	metrics   *metrics.Set
-	offerings *Offerings
+	deps    Deps
+	set     atomic.Pointer[settings]
+	opts    options
+	log     *zap.Logger
+	metrics *metrics.Set
+	// untrackBounds stops the metrics reading the pool's bounds; set by
+	// New, called by Close.
+	untrackBounds func()
+	offerings     *Offerings
 	// family joins the node groups of the pool's offerings; nil: the
 	// pool is a family of its own (WithFamily).
 	family *Family
@@ -201,7 +204,7 @@ func New(cfg config.Pool, deps Deps, opts ...Option) (*Pool, error) {
 	if p.family != nil {
 		p.family.join(p)
 	}
-	p.publishBounds(set)
+	p.untrackBounds = p.trackBounds()
 	return p, nil
 }
 
@@ -459,6 +462,7 @@ func (p *Pool) Close(ctx context.Context) error {
 		<-done
 		err = fmt.Errorf("pool %q: close: cancelled work in flight: %w", p.cfg.Name, ctx.Err())
 	}
+	p.untrackBounds()
 	p.metrics.ForgetPool(p.cfg.Name)
 	if p.family != nil {
 		p.family.leave(p)

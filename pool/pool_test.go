@@ -16,6 +16,7 @@ import (
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 	"github.com/hcloudscale/hcloudscale/internal/metrics"
+	"github.com/hcloudscale/hcloudscale/internal/metrics/metricstest"
 )
 
 func TestNewReportsEveryProblem(t *testing.T) {
@@ -182,8 +183,6 @@ func TestMetrics(t *testing.T) {
 		want float64
 	}{
 		{"target", m.PoolTargetSize.WithLabelValues("workers"), 2},
-		{"min", m.PoolMinSize.WithLabelValues("workers"), 1},
-		{"max", m.PoolMaxSize.WithLabelValues("other"), 5},
 		{"running", m.PoolInstances.WithLabelValues("workers", "running"), 1},
 		{"failed", m.PoolInstances.WithLabelValues("workers", "failed"), 1},
 		{"pending", m.PoolPendingClaims.WithLabelValues("workers"), 0},
@@ -198,6 +197,18 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("%s = %v; want %v", c.name, got, c.want)
 		}
 	}
+	for _, g := range []struct {
+		name, pool string
+		want       float64
+	}{
+		{"hcloudscale_pool_min_size", "workers", 1},
+		{"hcloudscale_pool_max_size", "other", 5},
+		{"hcloudscale_pool_configured_max_size", "workers", 10},
+	} {
+		if got := metricstest.Gauge(t, reg, g.name, g.pool); got != g.want {
+			t.Errorf("%s{pool=%q} = %v; want %v", g.name, g.pool, got, g.want)
+		}
+	}
 	if got := testutil.CollectAndCount(m.ServerCreateDuration); got != 1 {
 		t.Errorf("create duration series = %d; want 1", got)
 	}
@@ -209,6 +220,9 @@ func TestMetrics(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(m.PoolTargetSize); n != 1 {
 		t.Errorf("target size series after closing one pool = %d; want 1", n)
+	}
+	if n := testutil.CollectAndCount(m.Bounds, "hcloudscale_pool_max_size"); n != 1 {
+		t.Errorf("max size series after closing one pool = %d; want 1", n)
 	}
 }
 

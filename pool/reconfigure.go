@@ -81,7 +81,6 @@ func (p *Pool) Reconfigure(cfg config.Pool, deps Deps) error {
 	}
 	p.set.Store(s)
 	p.mu.Unlock()
-	p.publishBounds(s)
 	p.observe()
 	return nil
 }
@@ -102,7 +101,6 @@ func (p *Pool) Remove() {
 	s.removed = true
 	p.set.Store(&s)
 	p.mu.Unlock()
-	p.publishBounds(&s)
 	p.observe()
 	p.log.Info("pool removed from the configuration: no scale-up, it shrinks as its nodes become unneeded")
 }
@@ -125,15 +123,15 @@ func (s *settings) bounds() (minSize, maxSize int) {
 	return s.cfg.MinSize, s.cfg.MaxSize
 }
 
-// publishBounds sets the pool's size gauges; not after Close.
-func (p *Pool) publishBounds(s *settings) {
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
-		return
+// trackBounds has the pool's metrics read its bounds at scrape time: the
+// node group's as it reports them ([Pool.MinSize], [Pool.MaxSize]) and,
+// for the first offering's group, the pool's configured bounds. The
+// returned func stops it.
+func (p *Pool) trackBounds() func() {
+	untrackGroup := p.metrics.Bounds.TrackGroup(p.cfg.Name, p.familyBounds)
+	if p.cfg.Name != p.current().cfg.FamilyName() {
+		return untrackGroup
 	}
-	minSize, maxSize := s.bounds()
-	p.metrics.PoolMinSize.WithLabelValues(p.cfg.Name).Set(float64(minSize))
-	p.metrics.PoolMaxSize.WithLabelValues(p.cfg.Name).Set(float64(maxSize))
+	untrackPool := p.metrics.Bounds.TrackPool(p.cfg.Name, func() (int, int) { return p.current().bounds() })
+	return func() { untrackGroup(); untrackPool() }
 }

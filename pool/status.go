@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/servercache"
 )
 
@@ -84,7 +85,8 @@ func (p *Pool) view() ([]Instance, Status) {
 }
 
 func (p *Pool) serverInstanceLocked(s *servercache.Server, now time.Time) Instance {
-	in := Instance{ID: s.ProviderID(), ServerID: s.ID, Name: s.Name, Status: s.Status, Replaces: replacesOf(s.Labels)}
+	in := Instance{ID: s.ProviderID(), ServerID: s.ID, Name: s.Name, Status: s.Status, Replaces: replacesOf(s.Labels),
+		Offering: config.Offering{ServerType: s.ServerType, Location: s.Location}}
 	if _, ok := p.deleting[s.ID]; ok {
 		in.State = Deleting
 		return in
@@ -94,7 +96,8 @@ func (p *Pool) serverInstanceLocked(s *servercache.Server, now time.Time) Instan
 }
 
 func (p *Pool) claimInstanceLocked(c *claim) Instance {
-	in := Instance{ID: ClaimID(p.cfg.Name, c.name), State: Creating, Name: c.name, Replaces: c.replaces}
+	in := Instance{ID: ClaimID(p.cfg.Name, c.name), State: Creating, Name: c.name, Replaces: c.replaces,
+		Offering: config.Offering{ServerType: c.set.cfg.ServerType, Location: c.set.cfg.Location}}
 	if c.serverID != 0 {
 		in.ID = servercache.ProviderIDPrefix + strconv.FormatInt(c.serverID, 10)
 		in.ServerID = c.serverID

@@ -71,18 +71,21 @@ func TestServerStateMapsEveryStatus(t *testing.T) {
 func TestInstancesFromListedServers(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	labels := map[string]string{config.LabelNodeGroup: "workers", config.LabelCluster: testCluster}
-	add := func(name string, status hcloud.ServerStatus, created time.Time) int64 {
-		id, err := e.fake.AddServer(hcloudtest.ServerInfo{Name: name, Status: status, Created: created, Labels: labels})
+	own := config.Offering{ServerType: "cx23", Location: "fsn1"}
+	add := func(name string, status hcloud.ServerStatus, created time.Time, o config.Offering) int64 {
+		id, err := e.fake.AddServer(hcloudtest.ServerInfo{Name: name, Status: status, Created: created, Labels: labels, ServerType: o.ServerType, Location: o.Location})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return id
 	}
-	running := add("w-running", hcloud.ServerStatusRunning, epoch.Add(-time.Hour))
-	fresh := add("w-fresh", hcloud.ServerStatusInitializing, epoch.Add(-time.Minute))
-	stuck := add("w-stuck", hcloud.ServerStatusInitializing, epoch.Add(-time.Hour))
-	off := add("w-off", hcloud.ServerStatusOff, epoch.Add(-time.Hour))
-	gone := add("w-deleting", hcloud.ServerStatusDeleting, epoch.Add(-time.Hour))
+	running := add("w-running", hcloud.ServerStatusRunning, epoch.Add(-time.Hour), own)
+	fresh := add("w-fresh", hcloud.ServerStatusInitializing, epoch.Add(-time.Minute), own)
+	stuck := add("w-stuck", hcloud.ServerStatusInitializing, epoch.Add(-time.Hour), own)
+	// A server whose type someone changed runs on another offering.
+	moved := config.Offering{ServerType: "cx33", Location: "nbg1"}
+	off := add("w-off", hcloud.ServerStatusOff, epoch.Add(-time.Hour), moved)
+	gone := add("w-deleting", hcloud.ServerStatusDeleting, epoch.Add(-time.Hour), own)
 	if _, err := e.fake.AddServer(hcloudtest.ServerInfo{Name: "other-cluster", Labels: map[string]string{
 		config.LabelNodeGroup: "workers", config.LabelCluster: "elsewhere"}}); err != nil {
 		t.Fatal(err)
@@ -96,12 +99,12 @@ func TestInstancesFromListedServers(t *testing.T) {
 	got := p.Instances()
 	pid := func(id int64) string { return "hcloud://" + itoa(id) }
 	want := []Instance{
-		{ID: pid(running), State: Running, ServerID: running, Name: "w-running", Status: hcloud.ServerStatusRunning},
-		{ID: pid(fresh), State: Creating, ServerID: fresh, Name: "w-fresh", Status: hcloud.ServerStatusInitializing},
+		{ID: pid(running), State: Running, ServerID: running, Name: "w-running", Status: hcloud.ServerStatusRunning, Offering: own},
+		{ID: pid(fresh), State: Creating, ServerID: fresh, Name: "w-fresh", Status: hcloud.ServerStatusInitializing, Offering: own},
 		{ID: pid(stuck), State: Creating, ServerID: stuck, Name: "w-stuck", Status: hcloud.ServerStatusInitializing,
-			Error: &ErrorInfo{Class: Other, Code: CodeNotStarted}},
-		{ID: pid(off), State: Running, ServerID: off, Name: "w-off", Status: hcloud.ServerStatusOff},
-		{ID: pid(gone), State: Deleting, ServerID: gone, Name: "w-deleting", Status: hcloud.ServerStatusDeleting},
+			Error: &ErrorInfo{Class: Other, Code: CodeNotStarted}, Offering: own},
+		{ID: pid(off), State: Running, ServerID: off, Name: "w-off", Status: hcloud.ServerStatusOff, Offering: moved},
+		{ID: pid(gone), State: Deleting, ServerID: gone, Name: "w-deleting", Status: hcloud.ServerStatusDeleting, Offering: own},
 	}
 	ignoreMessage := cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Message" }, cmp.Ignore())
 	if diff := cmp.Diff(want, got, ignoreMessage); diff != "" {

@@ -123,9 +123,13 @@ func (p problem) String() string {
 
 // settingPrefix recognises the setting that errors of hcloudscale.New
 // start with ("HCLOUD_FIREWALL[0]: ...", "--nodes[0] (workers): ...",
-// "nodeConfigs.workers.placementGroup: ..."). Those are plain errors,
-// not config.FieldErrors, so the setting is taken from the text.
-var settingPrefix = regexp.MustCompile(`^(HCLOUD_[A-Z0-9_]+(\[\d+\])?|--nodes( [a-z0-9-]+|\[\d+\]( \([^)]*\))?)?|nodeConfigs\.[^ :]+|defaultSubnetIPRange|imagesForArch[^ :]*|clusterName)$`)
+// "nodeConfigs.workers.placementGroup: ...", or two settings of one value:
+// "--nodes[0] (workers), nodeConfigs.workers.offerings[0]: ..."). Those
+// are plain errors, not config.FieldErrors, so the setting is taken from
+// the text.
+var settingPrefix = regexp.MustCompile(`^` + oneSetting + `(, ` + oneSetting + `)*$`)
+
+const oneSetting = `(HCLOUD_[A-Z0-9_]+(\[\d+\])?|--nodes( [a-z0-9-]+|\[\d+\]( \([^),]*\))?)?|nodeConfigs\.[^ :,]+|defaultSubnetIPRange|imagesForArch[^ :,]*|clusterName)`
 
 // problems flattens an error of config.Load or hcloudscale.New into one
 // problem per setting, in the order they were found.

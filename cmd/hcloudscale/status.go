@@ -108,6 +108,10 @@ type instanceStatus struct {
 	State    string       `json:"state"`
 	Status   string       `json:"status,omitempty"`
 	Error    *errorStatus `json:"error,omitempty"`
+	// Offering is the server type and location the instance runs on,
+	// "<serverType>-<location>": its node group's, but for a server whose
+	// type changed since it was created.
+	Offering string `json:"offering"`
 	// Drift says what differs between the server and what the pool's
 	// configuration would create now ("reason: detail"); the node
 	// lifecycle replaces it where the pool's replace enables the reason.
@@ -296,7 +300,8 @@ func addDrift(ps *poolStatus, drift []pool.Drift) {
 }
 
 func newInstanceStatus(in pool.Instance) instanceStatus {
-	is := instanceStatus{ID: in.ID, Name: in.Name, ServerID: in.ServerID, State: in.State.String(), Status: string(in.Status), Replaces: in.Replaces}
+	is := instanceStatus{ID: in.ID, Name: in.Name, ServerID: in.ServerID, State: in.State.String(), Status: string(in.Status), Replaces: in.Replaces,
+		Offering: in.Offering.String()}
 	switch {
 	case in.Error != nil:
 		is.Error = &errorStatus{Class: in.Error.Class.String(), Code: in.Error.Code, Message: in.Error.Message}
@@ -409,6 +414,7 @@ func printStatus(w io.Writer, res *statusResult, all bool) {
 	}
 	tb.flush()
 
+	printOfferings(w, res)
 	printInstances(w, res, all)
 	printDrifted(w, res)
 	printReplacements(w, res)

@@ -165,6 +165,47 @@ func TestValidateProblems(t *testing.T) {
 			want: []problem{{"--nodes[1] (arm-batch)", `server type "cax21" is not available in location "nbg1" (sold out); scale-ups of the pool fail at once until the catalogue offers it again`}},
 		},
 		{
+			// Each check of an offering names the key it was written at,
+			// not the place it takes in the pool's offerings (the pool's
+			// own type and location, left out here, are the first).
+			name: "every offering named by its key, all at once",
+			extra: map[string]string{config.EnvClusterConfigFile: "", config.EnvClusterConfig: b64(`{
+				"imagesForArch": {"amd64": "ubuntu-24.04", "arm64": "no-such-image"},
+				"nodeConfigs": {"workers": {"cloudInit": "#cloud-config\n", "offerings": [
+					{"serverType": "cx11", "location": "fsn1"}, {"serverType": "cax11", "location": "ash"},
+					{"serverType": "cax21", "location": "nbg1"}, {"serverType": "cx33", "location": "nbg1"},
+					{"serverType": "cpx21", "location": "hel1"}]}}}`)},
+			nodes:  []string{"--nodes=0:10:cpx31:fsn1:workers"},
+			online: true,
+			want: []problem{
+				{"nodeConfigs.workers.offerings[0].serverType", `server type "cx11" does not exist`},
+				{"nodeConfigs.workers.offerings[1].location", `server type "cax11" is not offered in location "ash"`},
+				{"nodeConfigs.workers.offerings[2]", `image for server type "cax21" (arm64): pool "workers": image "no-such-image" for arch arm64: no image matches it as name or label selector`},
+			},
+		},
+		{
+			// The first offering written again names both settings.
+			name: "an offering sold out, --strict",
+			extra: map[string]string{config.EnvClusterConfigFile: "", config.EnvClusterConfig: b64(`{
+				"imagesForArch": {"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04"},
+				"nodeConfigs": {"workers": {"cloudInit": "#cloud-config\n", "offerings": [
+					{"serverType": "cpx31", "location": "fsn1"}, {"serverType": "cx33", "location": "nbg1"}]}}}`)},
+			nodes:  []string{"--nodes=0:10:cpx31:fsn1:workers"},
+			online: true,
+			strict: true,
+			setup: func(t *testing.T, p *fakeProject) {
+				for _, o := range []config.Offering{{ServerType: "cx33", Location: "nbg1"}, {ServerType: "cpx31", Location: "fsn1"}} {
+					if err := p.api.SetServerTypeAvailable(o.ServerType, o.Location, false); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			want: []problem{
+				{"--nodes[0] (workers), nodeConfigs.workers.offerings[0]", `server type "cpx31" is not available in location "fsn1" (sold out); scale-ups of the pool fail at once until the catalogue offers it again`},
+				{"nodeConfigs.workers.offerings[1]", `server type "cx33" is not available in location "nbg1" (sold out); scale-ups of this offering of pool "workers" fail at once until the catalogue offers it again`},
+			},
+		},
+		{
 			name: "a quote left open in a template action: position, not the join token",
 			extra: map[string]string{config.EnvClusterConfigFile: "", config.EnvClusterConfig: b64(`{"cloudInitTemplate": true, "nodeConfigs": {"workers": {
 				"cloudInit": "#cloud-config\nruncmd:\n- <% if eq .Arch 'arm64 %>arm<% end %> && kubeadm join --token abcdef.0123456789abcdef'\n"}}}`)},

@@ -48,11 +48,12 @@ var ActionPollBuckets = []float64{1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30}
 // Set holds the collectors. The zero value is not usable; build one with
 // [New]. All collectors are safe for concurrent use.
 type Set struct {
-	// PoolTargetSize, PoolMinSize and PoolMaxSize are per pool; the target
-	// counts existing servers not being deleted plus pending claims.
+	// PoolTargetSize is per node group: existing servers not being
+	// deleted plus pending claims.
 	PoolTargetSize *prometheus.GaugeVec
-	PoolMinSize    *prometheus.GaugeVec
-	PoolMaxSize    *prometheus.GaugeVec
+	// Bounds reports the min and max size of every node group and pool,
+	// read at scrape time.
+	Bounds *Bounds
 	// PoolInstances counts a pool's instances by state (running,
 	// creating, deleting, failed: a placeholder or a server reported with
 	// an error).
@@ -96,14 +97,7 @@ func New(reg prometheus.Registerer) (*Set, error) {
 			Namespace: namespace, Subsystem: "pool", Name: "target_size",
 			Help: "Target size of the pool: servers not being deleted plus pending claims.",
 		}, []string{LabelPool}),
-		PoolMinSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: "pool", Name: "min_size",
-			Help: "Configured minimum size of the pool.",
-		}, []string{LabelPool}),
-		PoolMaxSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: "pool", Name: "max_size",
-			Help: "Configured maximum size of the pool.",
-		}, []string{LabelPool}),
+		Bounds: newBounds(),
 		PoolInstances: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Subsystem: "pool", Name: "instances",
 			Help: "Instances of the pool by state (running, creating, deleting, failed).",
@@ -153,8 +147,7 @@ func New(reg prometheus.Registerer) (*Set, error) {
 	}
 	var errs []error
 	register(reg, &s.PoolTargetSize, &errs)
-	register(reg, &s.PoolMinSize, &errs)
-	register(reg, &s.PoolMaxSize, &errs)
+	register(reg, &s.Bounds, &errs)
 	register(reg, &s.PoolInstances, &errs)
 	register(reg, &s.PoolPendingClaims, &errs)
 	register(reg, &s.ServerCreates, &errs)
@@ -194,8 +187,6 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c *C, errs *[]e
 func (s *Set) ForgetPool(pool string) {
 	labels := prometheus.Labels{LabelPool: pool}
 	s.PoolTargetSize.DeletePartialMatch(labels)
-	s.PoolMinSize.DeletePartialMatch(labels)
-	s.PoolMaxSize.DeletePartialMatch(labels)
 	s.PoolInstances.DeletePartialMatch(labels)
 	s.PoolPendingClaims.DeletePartialMatch(labels)
 	s.PlacementGroupLimit.DeletePartialMatch(labels)
