@@ -210,6 +210,7 @@ func (c *Cluster) newPool(cfg *config.Config, pc config.Pool, refs *references) 
 		pool.WithDeleteConcurrency(o.deleteConcurrency),
 		pool.WithCreationTimeout(cfg.CreationTimeout),
 		pool.WithUnavailableTTL(cmp.Or(o.unavailableTTL, pool.DefaultUnavailableTTL)),
+		pool.WithSpreadGrace(cmp.Or(o.spreadGrace, pool.DefaultSpreadGrace)),
 	)
 }
 

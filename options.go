@@ -53,6 +53,7 @@ type options struct {
 	createConcurrency int
 	deleteConcurrency int
 	unavailableTTL    time.Duration // 0: pool.DefaultUnavailableTTL
+	spreadGrace       time.Duration // 0: pool.DefaultSpreadGrace
 	rateLimitReserve  int
 	lenient           bool
 	noResume          bool
@@ -192,6 +193,19 @@ func WithUnavailableTTL(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
 			o.unavailableTTL = d
+		}
+	}
+}
+
+// WithSpreadGrace sets how long a spread placement group that a pool with
+// spreadGroups created stays empty before the pool deletes it
+// ([pool.DefaultSpreadGrace]). A longer grace keeps a group for the next
+// scale-up; a shorter one frees the project's places (Hetzner allows 50
+// placement groups) sooner.
+func WithSpreadGrace(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.spreadGrace = d
 		}
 	}
 }

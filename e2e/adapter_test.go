@@ -79,6 +79,7 @@ func (adapterKind) Start(t *testing.T, s Setup) (cloudprovider.CloudProvider, er
 			hcloudscale.WithPollInterval(s.Interval),
 			hcloudscale.WithListTTL(s.ListTTL),
 			hcloudscale.WithUnavailableTTL(s.UnavailableTTL),
+			hcloudscale.WithSpreadGrace(s.SpreadGrace),
 			hcloudscale.WithClientOptions(
 				hcloud.WithRetryOpts(hcloud.RetryOpts{BackoffFunc: hcloud.ConstantBackoff(50 * time.Millisecond), MaxRetries: 3}),
 				hcloud.WithPollOpts(hcloud.PollOpts{BackoffFunc: hcloud.ConstantBackoff(s.Interval)}),

@@ -15,10 +15,11 @@ import (
 )
 
 // OfferingScenarios are the scenarios of the per-pool settings the
-// built-in provider does not have (offerings, public IPs per pool): run
-// over our adapter.
+// built-in provider does not have (offerings, spread groups, public IPs
+// per pool): run over our adapter and over serve.
 var OfferingScenarios = []Scenario{
 	{"OfferingFallback", OfferingFallback},
+	{"SpreadPastTen", SpreadPastTen},
 	{"PrivateOnlyPool", PrivateOnlyPool},
 }
 

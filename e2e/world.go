@@ -58,6 +58,10 @@ type Setup struct {
 	// UnavailableTTL is how long a capacity error keeps an offering
 	// sold out; zero: the provider's default.
 	UnavailableTTL time.Duration
+	// SpreadGrace is how long an empty spread placement group the
+	// provider created stays before it is deleted; zero: the provider's
+	// default.
+	SpreadGrace time.Duration
 }
 
 // Timing of every scenario: a tenth or less of the production defaults,
@@ -93,6 +97,9 @@ type poolSpec struct {
 	// private turns off both public IPs of the pool's servers
 	// (publicIPv4 and publicIPv6 false); it needs withNetwork.
 	private bool
+	// spread puts the pool's servers in spread placement groups the
+	// provider creates and deletes (spreadGroups).
+	spread bool
 }
 
 func (p poolSpec) nodesFlag() string {
@@ -122,8 +129,10 @@ type world struct {
 	// (withPriorityData).
 	priorities   map[int][]string
 	priorityData string
-	// unavailableTTL is Setup.UnavailableTTL.
+	// unavailableTTL is Setup.UnavailableTTL, spreadGrace
+	// Setup.SpreadGrace.
 	unavailableTTL time.Duration
+	spreadGrace    time.Duration
 	// network is HCLOUD_NETWORK (withNetwork), networkID its ID; empty:
 	// none.
 	network   string
@@ -362,12 +371,12 @@ func (w *world) build() {
 func (w *world) startProvider() cloudprovider.CloudProvider {
 	w.t.Helper()
 	p, err := w.kind.Start(w.t, Setup{
-		Env:      w.env(),
-		Nodes:    w.nodesFlags(),
-		ListTTL:  w.listTTL,
-		Interval: 100 * time.Millisecond,
-
+		Env:            w.env(),
+		Nodes:          w.nodesFlags(),
+		ListTTL:        w.listTTL,
+		Interval:       100 * time.Millisecond,
 		UnavailableTTL: w.unavailableTTL,
+		SpreadGrace:    w.spreadGrace,
 	})
 	if err != nil {
 		w.t.Fatalf("start %s: %v", w.kind.Name(), err)
@@ -420,6 +429,9 @@ func (w *world) clusterConfig(pools []poolSpec, declare bool) []byte {
 		}
 		if p.private {
 			nc["publicIPv4"], nc["publicIPv6"] = false, false
+		}
+		if p.spread {
+			nc["spreadGroups"] = true
 		}
 		if len(p.offerings) > 0 {
 			var offs []map[string]string

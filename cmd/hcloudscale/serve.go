@@ -40,6 +40,7 @@ type serveFlags struct {
 	shutdownTimeout              time.Duration
 	listTTL                      time.Duration
 	unavailableTTL               time.Duration
+	spreadGrace                  time.Duration
 	pollInterval                 time.Duration
 	leader                       leaderFlags
 	labels                       labelFlags
@@ -68,6 +69,7 @@ func newServeFlags() (*flag.FlagSet, *serveFlags) {
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM, how long calls in progress may finish before the service stops")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 2*time.Minute, "on SIGTERM, how long server creates in flight may run to a safe point before they are cancelled")
 	fs.DurationVar(&f.unavailableTTL, "unavailable-ttl", pool.DefaultUnavailableTTL, "how long a capacity error (a server type sold out in a location, a full placement group) keeps that offering from scale-ups; a pool's next offering is used meanwhile")
+	fs.DurationVar(&f.spreadGrace, "spread-group-grace", pool.DefaultSpreadGrace, "how long a spread placement group that hcloudscale created for a pool with spreadGroups stays empty before it is deleted; shorter frees the project's places (50 placement groups) sooner, longer keeps the group for the next scale-up")
 	fs.DurationVar(&f.listTTL, "list-ttl", hcloudscale.DefaultListTTL, "base time between two listings of the project's servers: changes made by others (a server deleted in the console, a power cycle) show after it; the listing budget of 180 requests per hour makes it at least 20s per page of 50 servers")
 	fs.DurationVar(&f.pollInterval, "poll-interval", hcloudscale.DefaultPollInterval, "shortest time between two polls of the actions of creates and deletes in flight; the other pauses of the action waiter and of server status polls are multiples of it; at least 100ms")
 	f.leader.register(fs)
@@ -154,7 +156,8 @@ func (f *serveFlags) check() error {
 		name  string
 		value time.Duration
 	}{{"rpc-timeout", f.rpcTimeout}, {"drain-timeout", f.drainTimeout}, {"shutdown-timeout", f.shutdownTimeout},
-		{"list-ttl", f.listTTL}, {"poll-interval", f.pollInterval}, {"unavailable-ttl", f.unavailableTTL}} {
+		{"list-ttl", f.listTTL}, {"poll-interval", f.pollInterval}, {"unavailable-ttl", f.unavailableTTL},
+		{"spread-group-grace", f.spreadGrace}} {
 		if d.value <= 0 {
 			errs = append(errs, fmt.Errorf("--%s %s: must be positive", d.name, d.value))
 		}
@@ -301,6 +304,7 @@ func startBackend(ctx context.Context, f *serveFlags, env config.Env, cfg *confi
 	// which only the leader answers.
 	cluster, err := hcloudscale.New(ctx, cfg, hcloudscale.WithLogger(log), hcloudscale.WithRegisterer(reg),
 		hcloudscale.WithListTTL(f.listTTL), hcloudscale.WithPollInterval(f.pollInterval), hcloudscale.WithUnavailableTTL(f.unavailableTTL),
+		hcloudscale.WithSpreadGrace(f.spreadGrace),
 		hcloudscale.WithFence(lead.fence()),
 		hcloudscale.WithResumeWhen(lead.leads),
 		hcloudscale.WithConfigFileReload(env, *f.nodes, cfg))

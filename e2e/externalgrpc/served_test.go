@@ -66,6 +66,15 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// TestServeOfferings runs the scenarios of the per-pool settings the
+// built-in provider does not have (offerings, spread groups, public IPs
+// per pool) against the externalgrpc client and `hcloudscale serve`.
+func TestServeOfferings(t *testing.T) {
+	for _, sc := range e2e.OfferingScenarios {
+		t.Run(sc.Name, func(t *testing.T) { sc.Run(t, &servedKind{}) })
+	}
+}
+
 // servedKind is `hcloudscale serve` in a subprocess with mutual TLS, and
 // the autoscaler's externalgrpc client built as its builder builds it
 // (BuildExternalGrpc with a --cloud-config file). A restart starts a new
@@ -163,6 +172,12 @@ func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvid
 	}
 	if s.Interval > 0 {
 		args = append(args, "--poll-interval", s.Interval.String())
+	}
+	if s.UnavailableTTL > 0 {
+		args = append(args, "--unavailable-ttl", s.UnavailableTTL.String())
+	}
+	if s.SpreadGrace > 0 {
+		args = append(args, "--spread-group-grace", s.SpreadGrace.String())
 	}
 	for _, n := range s.Nodes {
 		args = append(args, "--nodes", n)
