@@ -243,14 +243,31 @@ func TestAlertsFire(t *testing.T) {
 				series(this+`, pod="a", reason="expired"`, "hcloudscale_tls_handshake_failures_total", "0x60")},
 			want: []map[string]string{{"namespace": m.namespace, "job": m.job, "reason": "server_certificate_refused"}}},
 		{name: "above max without a replacement", alert: "HcloudscalePoolAboveMax", at: 30 * time.Minute,
-			series: []string{series(this+`, pool="workers"`, "hcloudscale_pool_target_size", "4x60"), series(this+`, pool="workers"`, "hcloudscale_pool_max_size", "3x60"),
-				series(other+`, pool="workers"`, "hcloudscale_pool_target_size", "3x60"), series(other+`, pool="workers"`, "hcloudscale_pool_max_size", "3x60")},
+			series: []string{series(this+`, pool="workers"`, "hcloudscale_pool_target_size", "4x60"), series(this+`, pool="workers"`, "hcloudscale_pool_configured_max_size", "3x60"),
+				series(other+`, pool="workers"`, "hcloudscale_pool_target_size", "3x60"), series(other+`, pool="workers"`, "hcloudscale_pool_configured_max_size", "3x60")},
 			want: []map[string]string{pool}},
 		{name: "above max while a replacement surges", alert: "HcloudscalePoolAboveMax", at: 30 * time.Minute,
-			series: []string{series(this+`, pool="workers"`, "hcloudscale_pool_target_size", "4x60"), series(this+`, pool="workers"`, "hcloudscale_pool_max_size", "3x60"),
+			series: []string{series(this+`, pool="workers"`, "hcloudscale_pool_target_size", "4x60"), series(this+`, pool="workers"`, "hcloudscale_pool_configured_max_size", "3x60"),
 				series(this+`, pool="workers", reason="expired", state="in_progress"`, "hcloudscale_replacement_nodes", "1x60")}},
 		{name: "at max", alert: "HcloudscalePoolAboveMax", at: 30 * time.Minute,
-			series: []string{series(this+`, pool="workers"`, "hcloudscale_pool_target_size", "3x60"), series(this+`, pool="workers"`, "hcloudscale_pool_max_size", "3x60")}},
+			series: []string{series(this+`, pool="workers"`, "hcloudscale_pool_target_size", "3x60"), series(this+`, pool="workers"`, "hcloudscale_pool_configured_max_size", "3x60")}},
+		// A pool with offerings: each group's max is the pool's max less
+		// what the others hold, so no group is above its own max; the sum
+		// under the pool's name is what the pool's max bounds. Two
+		// replicas report the same groups.
+		{name: "offerings above the pool's max together", alert: "HcloudscalePoolAboveMax", at: 30 * time.Minute,
+			series: []string{series(this+`, pod="a", pool="workers"`, "hcloudscale_pool_target_size", "2x60"), series(this+`, pod="a", pool="workers@cx33-nbg1"`, "hcloudscale_pool_target_size", "2x60"),
+				series(this+`, pod="b", pool="workers"`, "hcloudscale_pool_target_size", "2x60"), series(this+`, pod="b", pool="workers@cx33-nbg1"`, "hcloudscale_pool_target_size", "2x60"),
+				series(this+`, pod="a", pool="workers"`, "hcloudscale_pool_configured_max_size", "3x60"), series(this+`, pod="b", pool="workers"`, "hcloudscale_pool_configured_max_size", "3x60"),
+				series(this+`, pod="a", pool="workers@cx33-nbg1"`, "hcloudscale_pool_max_size", "2x60")},
+			want: []map[string]string{pool}},
+		{name: "offerings at the pool's max together", alert: "HcloudscalePoolAboveMax", at: 30 * time.Minute,
+			series: []string{series(this+`, pool="workers"`, "hcloudscale_pool_target_size", "1x60"), series(this+`, pool="workers@cx33-nbg1"`, "hcloudscale_pool_target_size", "2x60"),
+				series(this+`, pool="workers"`, "hcloudscale_pool_configured_max_size", "3x60")}},
+		{name: "offerings above the max while one's node is replaced", alert: "HcloudscalePoolAboveMax", at: 30 * time.Minute,
+			series: []string{series(this+`, pool="workers"`, "hcloudscale_pool_target_size", "2x60"), series(this+`, pool="workers@cx33-nbg1"`, "hcloudscale_pool_target_size", "2x60"),
+				series(this+`, pool="workers"`, "hcloudscale_pool_configured_max_size", "3x60"),
+				series(this+`, pool="workers@cx33-nbg1", reason="offering", state="in_progress"`, "hcloudscale_replacement_nodes", "1x60")}},
 	} {
 		t.Run(tc.alert+"/"+tc.name, func(t *testing.T) {
 			a := m.alert(t, tc.alert)
