@@ -327,7 +327,7 @@ func TestPlanNodeTaints(t *testing.T) {
 // lifecycle's own.
 func TestDriftReasonsArePools(t *testing.T) {
 	want := []string{string(pool.DriftServerType), string(pool.DriftLocation), string(pool.DriftImage), string(pool.DriftPlacementGroup),
-		string(pool.DriftNetwork), string(pool.DriftFirewalls), string(pool.DriftLabels), string(pool.DriftUserData), config.DriftNodeTaints}
+		string(pool.DriftNetwork), string(pool.DriftFirewalls), string(pool.DriftLabels), string(pool.DriftUserData), string(pool.DriftOffering), config.DriftNodeTaints}
 	if !slices.Equal(config.DriftReasons, want) {
 		t.Errorf("config.DriftReasons = %q; want %q", config.DriftReasons, want)
 	}
