@@ -98,6 +98,7 @@ func (k *servedKind) Start(t *testing.T, s e2e.Setup) (cloudprovider.CloudProvid
 	reg := prometheus.NewRegistry()
 	cluster, err := hcloudscale.New(context.Background(), cfg, hcloudscale.WithLogger(log), hcloudscale.WithRegisterer(reg),
 		hcloudscale.WithPollInterval(s.Interval), hcloudscale.WithListTTL(s.ListTTL),
+		hcloudscale.WithUnavailableTTL(s.UnavailableTTL), // serve's --unavailable-ttl
 		hcloudscale.WithConfigFileReload(env, s.Nodes, cfg),
 		hcloudscale.WithClientOptions(
 			hcloud.WithRetryOpts(hcloud.RetryOpts{BackoffFunc: hcloud.ConstantBackoff(50 * time.Millisecond), MaxRetries: 3}),
