@@ -30,7 +30,7 @@ func (c *Cluster) registerDrift(reg prometheus.Registerer) error {
 	}
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hcloudscale_pool_drifted_servers",
-		Help: "Servers of a pool that differ from its current configuration, by what differs (reason: server_type, location, image, placement_group, network, firewalls, labels, user_data). Nothing replaces them by itself.",
+		Help: "Servers of a pool that differ from its current configuration, by what differs (reason: server_type, location, image, placement_group, network, firewalls, labels, user_data; offering where the pool's replace.drift lists it). Nothing replaces them by itself.",
 	}, []string{"pool", "reason"})
 	if err := reg.Register(g); err != nil {
 		var are prometheus.AlreadyRegisteredError

@@ -67,6 +67,7 @@ func clusterConfigSeeds(f *testing.F) [][]byte {
 		[]byte(`{"nodeConfigs": {"pool1": {"spreadGroups": "yes", "SpreadGroups": false}}}`),
 		[]byte(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "cx22", "location": "fsn1"}, {"serverType": "CPX31", "location": "nbg1"}]}, "p2": {"serverType": "cx22", "location": "fsn1", "maxSize": 1, "offerings": [{"serverType": "cax11", "location": "hel1"}]}}}`),
 		[]byte(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "cx32", "location": "nbg1"}, {"serverType": "cx22", "location": "fsn1"}, {"serverType": "cx32", "location": "nbg1"}, {"serverType": ""}, {"location": 1}, null, "x", {"serverType": "a b", "location": "fsn1", "zone": "x"}], "spreadGroups": true}, "p2": {"offerings": []}, "p3": {"offerings": {}}}}`),
+		[]byte(`{"nodeConfigs": {"pool1": {"offerings": [{"serverType": "cx22", "location": "fsn1"}, {"serverType": "cx32", "location": "nbg1"}], "replace": {"drift": ["offering", "offerings", "fallback"]}}, "p2": {"serverType": "cx22", "location": "fsn1", "maxSize": 1, "replace": {"drift": ["offering"]}}}}`),
 		[]byte(`{"replace": {"evictUnreplicatedPods": true, "evictLocalStoragePods": false, "evictKubeSystemPods": true}, "nodeConfigs": {"pool1": {"replace": {"drift": ["image"], "evictUnreplicatedPods": false, "evictLocalStoragePods": true, "evictKubeSystemPods": null}}}}`),
 		[]byte(`{"replace": {"evictUnreplicatedPods": "true", "evictLocalStoragePod": 1}, "nodeConfigs": {"pool1": {"replace": {"evictKubeSystemPods": []}}}}`),
 	}

@@ -47,8 +47,15 @@ const (
 // then DriftNodeTaints, which the node lifecycle reads from the nodes.
 var DriftReasons = []string{
 	"server_type", "location", "image", "placement_group",
-	"network", "firewalls", "labels", "user_data", DriftNodeTaints,
+	"network", "firewalls", "labels", "user_data", DriftOffering, DriftNodeTaints,
 }
+
+// DriftOffering is the drift of a server of a pool with several offerings
+// that runs on a later offering while an earlier one is available: its
+// replacement is created on the first available offering. Only a pool
+// whose drift lists it reports it: a node on a later offering is not
+// drift otherwise.
+const DriftOffering = "offering"
 
 // DriftNodeTaints is the drift of a node that lacks a taint of its pool
 // (key and effect): a NoExecute taint added to a pool, which the node

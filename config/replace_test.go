@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,7 @@ import (
 )
 
 func TestParseReplaceErrors(t *testing.T) {
-	const reasons = "want one of server_type, location, image, placement_group, network, firewalls, labels, user_data"
+	const reasons = "want one of server_type, location, image, placement_group, network, firewalls, labels, user_data, offering, node_taints"
 	pool := func(replace string) string { return `{"nodeConfigs": {"workers": {"replace": ` + replace + `}}}` }
 	tests := []struct {
 		name string
@@ -23,6 +24,7 @@ func TestParseReplaceErrors(t *testing.T) {
 		{"drift reason unknown", pool(`{"drift": ["image", "kernel"]}`), []problem{{"nodeConfigs.workers.replace.drift[1]", `"kernel" is not a drift reason; ` + reasons}}},
 		{"drift reason misspelt", pool(`{"drift": ["imag"]}`), []problem{{"nodeConfigs.workers.replace.drift[0]", `"imag" is not a drift reason, did you mean "image"; ` + reasons}}},
 		{"drift reason as written elsewhere", pool(`{"drift": ["cloud-init"]}`), []problem{{"nodeConfigs.workers.replace.drift[0]", `did you mean "user_data"`}}},
+		{"drift reason offering as its key is spelt", pool(`{"drift": ["offerings"]}`), []problem{{"nodeConfigs.workers.replace.drift[0]", `"offerings" is not a drift reason, did you mean "offering"`}}},
 		{"drift reason twice", pool(`{"drift": ["image", "labels", "image"]}`), []problem{{"nodeConfigs.workers.replace.drift[2]", `"image" is listed twice`}}},
 		{"expireAfter not a duration", pool(`{"expireAfter": "30d"}`), []problem{{"nodeConfigs.workers.replace.expireAfter", `"30d" is not a duration such as 720h, 10m or 1h30m (there is no unit d: write 720h for 30 days)`}}},
 		{"expireAfter a number", pool(`{"expireAfter": 3600}`), []problem{{"nodeConfigs.workers.replace.expireAfter", "want a string, got a number"}}},
@@ -174,6 +176,30 @@ func TestParseReplaceDefaults(t *testing.T) {
 	}
 	if diff := cmp.Diff(&ClusterReplace{MaxInFlight: DefaultClusterReplaceMaxInFlight, RepairMaxUnhealthy: DefaultRepairMaxUnhealthy}, cc.Replace); diff != "" {
 		t.Errorf("top-level replace (-want +got):\n%s", diff)
+	}
+}
+
+// TestLoadDriftOffering checks that the drift reason offering is taken
+// for a pool with offerings, and taken with a warning naming the pool for
+// one without: none of its nodes can be on a later offering.
+func TestLoadDriftOffering(t *testing.T) {
+	doc := `{"imagesForArch": {"amd64": "ubuntu-24.04", "arm64": "ubuntu-24.04"}, "nodeConfigs": {
+	  "workers": {"offerings": [{"serverType": "cx22", "location": "fsn1"}, {"serverType": "cx32", "location": "nbg1"}], "replace": {"drift": ["offering"]}},
+	  "plain": {"replace": {"drift": ["image", "offering"]}}
+	}}`
+	env := MapEnv(map[string]string{EnvToken: testToken, EnvClusterConfig: b64(doc)}, nil)
+	cfg, err := Load(env, []string{"0:3:cx22:fsn1:workers", "0:3:cx22:fsn1:plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range cfg.NodeGroups() {
+		if g.FamilyName() == "workers" && !slices.Equal(g.Replace.Drift, []string{DriftOffering}) {
+			t.Errorf("node group %s: drift %q; want [offering]", g.Name, g.Replace.Drift)
+		}
+	}
+	want := []string{`nodeConfigs.plain.replace.drift[1]: "offering", but the pool plain has one offering: none of its nodes is drift for it (list offerings to use it)`}
+	if diff := cmp.Diff(want, cfg.Warnings); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
 }
 

@@ -300,6 +300,7 @@ func (p *problems) duration(path string, raw json.RawMessage) (time.Duration, bo
 var driftAliases = map[string]string{
 	"cloudinit": "user_data", "cloud_init": "user_data", "cloud-init": "user_data", "cloudInit": "user_data",
 	"type": "server_type", "placement": "placement_group", "firewall": "firewalls", "serverlabels": "labels",
+	"offerings": DriftOffering, "fallback": DriftOffering,
 }
 
 // driftReason checks one entry of a drift list; seen holds the entries

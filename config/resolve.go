@@ -165,6 +165,11 @@ func (p *problems) applyNodeConfig(pool *Pool, cfg *Config, cc *ClusterConfig, n
 	pool.Reserved = nc.Reserved
 	pool.Autoscaling = nc.Autoscaling
 	pool.Replace = nc.Replace.clone()
+	if r := pool.Replace; r != nil && len(pool.Offerings) < 2 {
+		if i := slices.Index(r.Drift, DriftOffering); i >= 0 {
+			p.warnf(indexPath(path+".replace.drift", i), "%q, but the pool %s has one offering: none of its nodes is drift for it (list offerings to use it)", DriftOffering, pool.Name)
+		}
+	}
 	pool.ServerLabels = maps.Clone(nc.ServerLabels)
 	if cfg.Network != "" {
 		pool.SubnetIPRange = cc.DefaultSubnetIPRange

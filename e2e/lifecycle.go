@@ -48,6 +48,7 @@ var LifecycleScenarios = []struct {
 	{"RemovedPoolDrained", RemovedPoolDrained},
 	{"LeaderHandOverMidReplacement", LeaderHandOverMidReplacement},
 	{"NodeRepaired", NodeRepaired},
+	{"OfferingMovedBack", OfferingMovedBack},
 }
 
 // rollout watches a lifecycle run: evictions (played as the Eviction API

@@ -319,7 +319,15 @@ func (c *Controller) start(ctx context.Context, w *world, st *Step) {
 			return
 		}
 	}
-	name, err := p.Surge(ctx, st.ServerID, w.settings(w.poolView(st.Pool)).MaxSurge)
+	into := p
+	if st.Into != "" {
+		// Another offering of the node's pool: the old server stays in
+		// its own group until its delete.
+		if into = c.poolNamed(st.Into); into == nil {
+			return
+		}
+	}
+	name, err := into.Surge(ctx, st.ServerID, w.settings(w.poolView(st.Pool)).MaxSurge)
 	if err != nil {
 		log.Warn("could not create the replacement", zap.Error(err))
 		if c.newCause(node.Name, err) {
@@ -331,7 +339,7 @@ func (c *Controller) start(ctx context.Context, w *world, st *Step) {
 	if err := c.annotate(ctx, node.Name, map[string]*string{ReplacementAnnotation: &mark}); err != nil {
 		log.Warn("could not mark the node", zap.Error(err))
 	}
-	log.Info("replacement started", zap.String("replacement", name), zap.Bool("surge", st.Surge))
+	log.Info("replacement started", zap.String("replacement", name), zap.String("into", into.Name()), zap.Bool("surge", st.Surge))
 	c.event(node, corev1.EventTypeNormal, "ReplacementStarted", "replacing the node (%v) with %s", st.Reasons, name)
 	c.m.result(st.Pool, "started")
 }

@@ -87,9 +87,15 @@ func newEnv(t *testing.T, servers int, replace map[string]any) *env {
 	t.Helper()
 	api := hcloudtest.NewServer(hcloudtest.WithDefaultActionDuration(0))
 	t.Cleanup(api.Close)
-	cfg := load(t, api, clusterConfig("#cloud-config\n", replace, nil), "1:5:cx23:fsn1:workers")
-	c, err := hcloudscale.New(context.Background(), cfg, hcloudscale.WithListTTL(time.Millisecond), hcloudscale.WithPollInterval(time.Millisecond),
-		hcloudscale.WithClientOptions(hcloud.WithPollOpts(hcloud.PollOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond)})))
+	return newEnvOf(t, api, load(t, api, clusterConfig("#cloud-config\n", replace, nil), "1:5:cx23:fsn1:workers"), "workers", servers)
+}
+
+// newEnvOf is newEnv for the configuration cfg on api, with servers
+// servers in the node group named group.
+func newEnvOf(t *testing.T, api *hcloudtest.Server, cfg *config.Config, group string, servers int, opts ...hcloudscale.Option) *env {
+	t.Helper()
+	c, err := hcloudscale.New(context.Background(), cfg, append([]hcloudscale.Option{hcloudscale.WithListTTL(time.Millisecond), hcloudscale.WithPollInterval(time.Millisecond),
+		hcloudscale.WithClientOptions(hcloud.WithPollOpts(hcloud.PollOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond)}))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,13 +103,13 @@ func newEnv(t *testing.T, servers int, replace map[string]any) *env {
 	e := &env{t: t, api: api, cluster: c, kube: fake.NewClientset(), joins: true, refuse: map[string]bool{}, nodeSeen: map[string]bool{}}
 	e.kube.PrependReactor("create", "pods", e.evict)
 	if servers > 0 {
-		if err := c.Pool("workers").IncreaseSize(context.Background(), servers); err != nil {
+		if err := c.Pool(group).IncreaseSize(context.Background(), servers); err != nil {
 			t.Fatal(err)
 		}
 		// Running in the API and done in the pool: a server whose create
 		// the pool still follows is no drift candidate yet.
 		e.settle(func() bool {
-			ins := c.Pool("workers").Instances()
+			ins := c.Pool(group).Instances()
 			return len(e.running()) == servers && len(ins) == servers &&
 				!slices.ContainsFunc(ins, func(in pool.Instance) bool { return in.State != pool.Running })
 		})

@@ -16,7 +16,11 @@
 //
 //  1. surging: pool.Pool.Surge creates a replacement in the node's pool,
 //     labelled config.LabelReplaces with the old server's ID; the target
-//     rises by one at once (above max by at most maxSurge). Once the
+//     rises by one at once (above max by at most maxSurge). A node due
+//     for config.DriftOffering (a pool with several offerings, the node
+//     on a later one while an earlier one is available) gets its
+//     replacement in that earlier offering's node group (Step.Into); the
+//     old server stays in its own group until it is deleted. Once the
 //     replacement's node registers it gets the autoscaler's
 //     ScaleDownDisabledAnnotation (and ProtectsAnnotation).
 //  2. draining: once the replacement's node is Ready and schedulable, the
@@ -55,11 +59,15 @@
 //
 // # Budgets and windows
 //
+// A pool of several offerings is one pool here: its maxInFlight, its max
+// size + maxSurge and its retryAfter count across its node groups.
+//
 // A node starts only while: neither the cluster nor its pool is paused;
 // one of its windows is open (the pool's, else the cluster's, else any
 // time); its pool has fewer than maxInFlight replacements in progress and
 // the cluster fewer than replace.maxInFlight; its pool's last stop is
-// older than retryAfter; the surge fits maxSurge; its server runs and its
+// older than retryAfter; the surge fits maxSurge; the offering its
+// replacement goes to is not sold out; its server runs and its
 // node is Ready and not cordoned by someone else; and no pod on it would
 // hold the drain (nodedrain.Blockers, under the pool's evictUnreplicatedPods,
 // evictLocalStoragePods and evictKubeSystemPods: by default a pod without a

@@ -47,7 +47,8 @@ var results = []string{"started", "done", "failed", "stopped"}
 
 func (m *metrics) observe(p *Plan, w *world) {
 	m.surge.Reset()
-	for _, pv := range w.pools {
+	for i := range w.pools {
+		pv := &w.pools[i]
 		// Every result of every pool exists from the first step on, at 0:
 		// Prometheus' increase() takes a counter first seen at 1 for one
 		// that was always 1, so an alert on the first failure needs the 0.
@@ -55,7 +56,15 @@ func (m *metrics) observe(p *Plan, w *world) {
 			m.results.WithLabelValues(pv.name, r)
 		}
 		if !pv.removed {
-			m.surge.WithLabelValues(pv.name).Set(float64(max(0, pv.target-pv.max)))
+			// A pool's surge counts across its offerings, reported on
+			// its first offering's group (the pool's name); 0 on the
+			// others.
+			above := 0
+			if pv.name == pv.pool() {
+				target, _ := w.familyUse(pv)
+				above = max(0, target-pv.max)
+			}
+			m.surge.WithLabelValues(pv.name).Set(float64(above))
 		}
 	}
 	m.nodes.Reset()

@@ -50,7 +50,14 @@ func (c *Controller) observe(ctx context.Context) (*world, error) {
 func viewOf(p *pool.Pool, drift []pool.Drift) poolView {
 	cfg := p.Config()
 	pv := poolView{name: p.Name(), removed: p.Removed(), replace: cfg.Replace, taints: cfg.Taints, target: p.TargetSize(), max: p.MaxSize(),
-		servers: p.Servers(), instances: p.Instances(), drift: map[int64][]pool.DriftReason{}}
+		servers: p.Servers(), instances: p.Instances(), drift: map[int64][]pool.DriftReason{},
+		family: cfg.FamilyName(), soldOut: !p.Available()}
+	if !pv.removed {
+		pv.max = cfg.MaxSize // the pool's, across its offerings
+	}
+	if e := p.EarlierAvailable(); e != nil {
+		pv.moveTo = e.Name()
+	}
 	for _, d := range drift {
 		pv.drift[d.ServerID] = d.Reasons
 	}

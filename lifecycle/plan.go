@@ -60,8 +60,12 @@ type Step struct {
 	// Blocked says what holds a due node (State StateBlocked), one entry
 	// per cause, in words.
 	Blocked []string
+	// Into is the node group the replacement is created in when it is
+	// not the node's own: another offering of the node's pool, for a node
+	// moved back to an earlier offering (drift reason offering).
+	Into string
 	// Surge is true when the replacement takes the pool above its max
-	// size.
+	// size (counted across its offerings).
 	Surge bool
 	// HourlyOld is the hourly net price of the server replaced, HourlyNew
 	// of its replacement, at current prices; PriceKnown is false when the
@@ -84,8 +88,17 @@ func (p *Plan) Count(state string) int {
 
 // poolView is what the planner knows of one pool.
 type poolView struct {
-	name      string
-	removed   bool
+	name    string
+	removed bool
+	// family is the configured pool the node group is an offering of
+	// ("": the group's own name): budgets and the bound max + maxSurge
+	// count across a family's groups; max is the pool's, across them.
+	family string
+	// soldOut: the group's offering may not be scaled up now; moveTo
+	// names the group of the earlier offering of the pool that is
+	// available, "" when none is (pool.Pool.EarlierAvailable).
+	soldOut   bool
+	moveTo    string
 	replace   *config.Replace // nil: the pool replaces nothing
 	target    int
 	max       int
@@ -97,6 +110,9 @@ type poolView struct {
 	hourly    float64        // a new server's price; valid when priced
 	priced    bool
 }
+
+// pool returns the name of the configured pool pv is a node group of.
+func (pv *poolView) pool() string { return cmp.Or(pv.family, pv.name) }
 
 // world is everything a plan is made from: no I/O happens in planning.
 type world struct {
@@ -300,17 +316,20 @@ func (w *world) plan(inv *inventory) *Plan {
 	inFlight := map[string]int{}
 	for _, r := range sortedReplacements(inv.byOld) {
 		st := Step{Pool: r.pool.name, Node: r.old.Name, ServerID: r.old.ID, State: StateInProgress, Phase: r.phase, Replacement: r.newName}
+		if r.newPool != nil && r.newPool != r.pool {
+			st.Into = r.newPool.name
+		}
 		st.Reasons = w.reasons(r.pool, &r.old)
 		p.Steps = append(p.Steps, st)
-		inFlight[r.pool.name]++
+		inFlight[r.pool.pool()]++
 	}
 	total := len(inv.byOld)
 	started := map[string]int{}
 	for _, c := range w.candidates(inv) {
 		st := w.decide(c, inFlight, started, total)
 		if st.State == StateStart {
-			inFlight[c.pool.name]++
-			started[c.pool.name]++
+			inFlight[c.pool.pool()]++
+			started[c.pool.pool()]++
 			total++
 		}
 		p.Steps = append(p.Steps, st)
@@ -448,12 +467,17 @@ func expiry(s *servercache.Server, rc *config.Replace) time.Time {
 }
 
 // decide returns the Step of a candidate given what is already in flight.
-// started counts the replacements this plan starts per pool: each raises
-// the pool's target by one.
+// inFlight and started count per pool across its offerings (by family):
+// started the replacements this plan starts, each raising the pool's
+// target by one.
 func (w *world) decide(c candidate, inFlight, started map[string]int, total int) Step {
 	pv := c.pool
 	st := Step{Pool: pv.name, Node: c.server.Name, ServerID: c.server.ID, Reasons: c.reasons, State: StateStart}
-	w.pricesOf(&st, pv, c.server)
+	into := w.into(c)
+	if into != nil && into != pv {
+		st.Into = into.name
+	}
+	w.pricesOf(&st, into, c.server)
 	block := func(format string, args ...any) { st.Blocked = append(st.Blocked, fmt.Sprintf(format, args...)) }
 	rc := w.settings(pv)
 	if w.cluster.Paused || rc.Paused {
@@ -466,7 +490,7 @@ func (w *world) decide(c candidate, inFlight, started map[string]int, total int)
 	if stop, at := w.lastStop(pv); at && w.now.Before(stop.At.Add(rc.RetryAfter)) {
 		block("the pool's last replacement stopped at %s (%s); retrying after %s", stop.At.Format(time.RFC3339), stop.Reason, stop.At.Add(rc.RetryAfter).Format(time.RFC3339))
 	}
-	if n := inFlight[pv.name]; n >= rc.MaxInFlight {
+	if n := inFlight[pv.pool()]; n >= rc.MaxInFlight {
 		block("the pool has %d of %d replacements in progress (maxInFlight)", n, rc.MaxInFlight)
 	}
 	if limit := max(w.cluster.MaxInFlight, 1); total >= limit {
@@ -483,20 +507,58 @@ func (w *world) decide(c candidate, inFlight, started map[string]int, total int)
 		block("the node replaced another and lacks the pool's taints as well: register them with the kubelet (cloud-init) or run the node labeller (--label-nodes)")
 	}
 	if !pv.removed {
-		after := pv.target + started[pv.name] + 1
-		st.Surge = after > pv.max
-		// As pool.Surge counts: a server counts until its delete ends.
-		switch {
-		case after > pv.max+rc.MaxSurge:
-			block("the pool is at its max size %d and may surge by %d (maxSurge)", pv.max, rc.MaxSurge)
-		case after+pv.deleting > pv.max+rc.MaxSurge:
-			block("the pool is at its max size %d and may surge by %d (maxSurge) once its %d deletes in flight end", pv.max, rc.MaxSurge, pv.deleting)
-		}
+		w.surgeBlocks(&st, c, into, rc, started, block)
 	}
 	if len(st.Blocked) > 0 {
 		st.State = StateBlocked
 	}
 	return st
+}
+
+// into returns the node group a candidate's replacement is created in:
+// for a node moved back to an earlier offering (drift reason offering),
+// the first available offering before its own; else its own. Nil when
+// the node is due for that reason but no earlier offering is available
+// any more.
+func (w *world) into(c candidate) *poolView {
+	if !slices.Contains(c.reasons, "drift:"+config.DriftOffering) {
+		return c.pool
+	}
+	return w.poolView(c.pool.moveTo)
+}
+
+// surgeBlocks adds what holds the replacement's surge: the pool's max +
+// maxSurge, counted as pool.Surge counts, across the pool's offerings (a
+// server counts until its delete ends), and an offering that is sold out.
+func (w *world) surgeBlocks(st *Step, c candidate, into *poolView, rc config.Replace, started map[string]int, block func(string, ...any)) {
+	pv := c.pool
+	target, deleting := w.familyUse(pv)
+	after := target + started[pv.pool()] + 1
+	st.Surge = after > pv.max
+	switch {
+	case after > pv.max+rc.MaxSurge:
+		block("the pool is at its max size %d and may surge by %d (maxSurge)", pv.max, rc.MaxSurge)
+	case after+deleting > pv.max+rc.MaxSurge:
+		block("the pool is at its max size %d and may surge by %d (maxSurge) once its %d deletes in flight end", pv.max, rc.MaxSurge, deleting)
+	}
+	switch {
+	case into == nil:
+		block("no earlier offering of the pool is available any more")
+	case into.soldOut:
+		block("the offering of node group %s is sold out: no replacement can be created there now", into.name)
+	}
+}
+
+// familyUse returns the targets and the deletes in flight of the node
+// groups of pv's pool, across its offerings.
+func (w *world) familyUse(pv *poolView) (target, deleting int) {
+	for i := range w.pools {
+		if o := &w.pools[i]; o == pv || (pv.family != "" && o.family == pv.family) {
+			target += o.target
+			deleting += o.deleting
+		}
+	}
+	return target, deleting
 }
 
 // windowBlocks holds a start outside the maintenance windows: the pool's,
@@ -556,36 +618,44 @@ func (w *world) settings(pv *poolView) config.Replace {
 	}
 }
 
-// lastStop returns the newest Stop on the nodes of pv.
+// lastStop returns the newest Stop on the nodes of pv's pool, across its
+// offerings.
 func (w *world) lastStop(pv *poolView) (Stop, bool) {
-	if seen, ok := w.stops[pv.name]; ok {
+	if seen, ok := w.stops[pv.pool()]; ok {
 		return seen.stop, seen.found
 	}
 	var last Stop
 	found := false
-	for i := range pv.servers {
-		n := w.nodeOf(pv.servers[i].ID, pv.servers[i].Name)
-		if n == nil {
+	for i := range w.pools {
+		if o := &w.pools[i]; o != pv && (pv.family == "" || o.family != pv.family) {
 			continue
 		}
-		if s, ok := stopOf(n); ok && (!found || s.At.After(last.At)) {
-			last, found = s, true
+		for _, s := range w.pools[i].servers {
+			n := w.nodeOf(s.ID, s.Name)
+			if n == nil {
+				continue
+			}
+			if s, ok := stopOf(n); ok && (!found || s.At.After(last.At)) {
+				last, found = s, true
+			}
 		}
 	}
 	if w.stops == nil {
 		w.stops = map[string]stopSeen{}
 	}
-	w.stops[pv.name] = stopSeen{last, found}
+	w.stops[pv.pool()] = stopSeen{last, found}
 	return last, found
 }
 
-func (w *world) pricesOf(st *Step, pv *poolView, s *servercache.Server) {
-	if w.price == nil || pv.removed {
+// pricesOf sets the step's prices: the old server's, and a new one's in
+// into, the group the replacement is created in.
+func (w *world) pricesOf(st *Step, into *poolView, s *servercache.Server) {
+	if w.price == nil || into == nil || into.removed {
 		return
 	}
 	old, okOld := w.price(s.ServerType, s.Location)
-	st.HourlyOld, st.HourlyNew = old, pv.hourly
-	st.PriceKnown = okOld && pv.priced
+	st.HourlyOld, st.HourlyNew = old, into.hourly
+	st.PriceKnown = okOld && into.priced
 }
 
 func (w *world) serverByID(id int64) *servercache.Server {

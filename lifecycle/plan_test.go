@@ -327,7 +327,7 @@ func TestPlanNodeTaints(t *testing.T) {
 // lifecycle's own.
 func TestDriftReasonsArePools(t *testing.T) {
 	want := []string{string(pool.DriftServerType), string(pool.DriftLocation), string(pool.DriftImage), string(pool.DriftPlacementGroup),
-		string(pool.DriftNetwork), string(pool.DriftFirewalls), string(pool.DriftLabels), string(pool.DriftUserData), config.DriftNodeTaints}
+		string(pool.DriftNetwork), string(pool.DriftFirewalls), string(pool.DriftLabels), string(pool.DriftUserData), string(pool.DriftOffering), config.DriftNodeTaints}
 	if !slices.Equal(config.DriftReasons, want) {
 		t.Errorf("config.DriftReasons = %q; want %q", config.DriftReasons, want)
 	}
@@ -391,5 +391,50 @@ func TestPlanRepair(t *testing.T) {
 	w.pools[0].replace.Drift = []string{"labels"}
 	if p = w.plan(w.index()); len(p.Steps) != 0 {
 		t.Errorf("no repairAfter: %+v", p.Steps)
+	}
+}
+
+// offeringWorld is a pool workers of two offerings, max 2: its two
+// servers on the second (node group workers@cx33-nbg1), due for drift
+// offering, the first offering's group empty and available.
+func offeringWorld(rc *config.Replace) *world {
+	w := testWorld(2, rc)
+	second := &w.pools[0]
+	second.name, second.family, second.moveTo = "workers@cx33-nbg1", "workers", "workers"
+	for id := range second.drift {
+		second.drift[id] = []pool.DriftReason{pool.DriftOffering}
+	}
+	first := poolView{name: "workers", family: "workers", replace: rc, max: 2, drift: map[int64][]pool.DriftReason{}}
+	w.pools = append([]poolView{first}, w.pools...)
+	return w
+}
+
+// A node due for drift offering is replaced into the earlier offering's
+// group; maxInFlight and max + maxSurge count across the pool's groups; a
+// sold-out target, or none left, holds the start.
+func TestPlanOfferingAcrossGroups(t *testing.T) {
+	rc := replaceAll()
+	rc.Drift = []string{"offering"}
+	w := offeringWorld(rc)
+	p := w.plan(w.index())
+	if len(p.Steps) != 2 || p.Steps[0].State != StateStart || p.Steps[0].Into != "workers" || !p.Steps[0].Surge ||
+		p.Steps[1].State != StateBlocked || !strings.Contains(strings.Join(p.Steps[1].Blocked, ";"), "1 of 1 replacements") {
+		t.Fatalf("plan %+v; want the first node starting into workers (a surge: 2 + 1 > max 2 across the groups), the second held by the pool's maxInFlight", p.Steps)
+	}
+	for _, tt := range []struct {
+		name   string
+		change func(w *world)
+		want   string
+	}{
+		{"no surge room across the groups", func(w *world) { w.pools[0].target = 1 }, "max size 2 and may surge by 1"},
+		{"target sold out", func(w *world) { w.pools[0].soldOut = true }, "node group workers is sold out"},
+		{"no earlier offering left", func(w *world) { w.pools[1].moveTo = "" }, "no earlier offering"},
+	} {
+		w := offeringWorld(rc)
+		tt.change(w)
+		p := w.plan(w.index())
+		if p.Count(StateStart) != 0 || !strings.Contains(strings.Join(p.Steps[0].Blocked, ";"), tt.want) {
+			t.Errorf("%s: plan %+v; want nothing started, blocked by %q", tt.name, p.Steps, tt.want)
+		}
 	}
 }

@@ -81,22 +81,12 @@ var (
 var simRegressionSeeds = []uint64{172, 360, 668}
 
 func TestSimulation(t *testing.T) {
-	seeds := []uint64{*simSeed}
-	if *simSeed == 0 {
-		seeds = seeds[:0]
-		for i := range *simSeeds {
-			seeds = append(seeds, uint64(i+1))
-		}
-		for _, s := range simRegressionSeeds {
-			if s > uint64(*simSeeds) {
-				seeds = append(seeds, s)
-			}
-		}
-	}
+	seeds := simSeedList(*simSeeds, simRegressionSeeds)
 	start, open := time.Now(), map[string][]uint64{}
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			for _, inv := range runSeed(t, seed) {
+			open1, _ := runSeed(t, seed, false)
+			for _, inv := range open1 {
 				open[inv] = append(open[inv], seed)
 			}
 		})
@@ -107,23 +97,43 @@ func TestSimulation(t *testing.T) {
 	}
 }
 
-// runSeed runs one seed and returns the open invariants it broke.
-func runSeed(t *testing.T, seed uint64) []string {
+// simSeedList returns the seeds to run: -seed alone when it is set, else
+// 1 to n and the regression seeds above n.
+func simSeedList(n int, regression []uint64) []uint64 {
+	if *simSeed != 0 {
+		return []uint64{*simSeed}
+	}
+	var seeds []uint64
+	for i := range n {
+		seeds = append(seeds, uint64(i+1))
+	}
+	for _, s := range regression {
+		if s > uint64(n) {
+			seeds = append(seeds, s)
+		}
+	}
+	return seeds
+}
+
+// runSeed runs one seed and returns the open invariants it broke; with
+// offerings, workers has two offerings and the drift reason offering, and
+// its first offering sells out and comes back (simOfferingEvents).
+func runSeed(t *testing.T, seed uint64, offerings bool) (open []string, moves int) {
 	clk := &bubbleClock{}
 	api := hcloudtest.NewServer(hcloudtest.WithClock(clk), hcloudtest.WithActionDuration("create_server", 5*time.Second),
 		hcloudtest.WithActionDuration("delete_server", 15*time.Second))
 	defer api.Close()
-	var open []string
 	synctest.Test(t, func(t *testing.T) {
 		clk.in.Store(true)
 		defer clk.in.Store(false)
-		s := &sim{t: t, seed: seed, api: api, kube: newKube(), cfg: simConfig{workersMax: 5},
-			kubeletDown: map[string]bool{}, neverJoin: map[string]bool{}, personCordon: map[string]bool{}, ids: map[string]int64{}, allowance: map[string]int{}, caDeleted: map[string]bool{}}
+		s := &sim{t: t, seed: seed, api: api, kube: newKube(), cfg: simConfig{workersMax: 5, offerings: offerings},
+			kubeletDown: map[string]bool{}, neverJoin: map[string]bool{}, personCordon: map[string]bool{}, ids: map[string]int64{}, allowance: map[string]int{}, caDeleted: map[string]bool{},
+			moves: map[string]bool{}}
 		s.kube.PrependReactor("create", "pods", s.evict)
 		s.run(*simEventCount)
-		open = s.report()
+		open, moves = s.report(), len(s.moves)
 	})
-	return open
+	return open, moves
 }
 
 // newKube returns the fake Kubernetes API. The simple clientset, as
@@ -135,13 +145,17 @@ func newKube() *fake.Clientset {
 
 func (s *sim) run(events int) {
 	r := rand.New(rand.NewPCG(s.seed, 0x5eed))
+	all := simEvents
+	if s.cfg.offerings {
+		all = offeringEvents()
+	}
 	s.setUp()
 	defer func() {
 		s.retireOld(true)
 		s.live.close()
 	}()
 	for i := 0; i < events && !s.failed(); i++ {
-		e := pickEvent(r)
+		e := pickEvent(r, all)
 		s.trace("event %d: %s", i, e.name)
 		e.do(s, r)
 		s.settle()
@@ -174,7 +188,11 @@ func (s *sim) setUp() {
 	s.addBudget("web", 2)
 	s.live = s.newReplica()
 	must := func(err error) { s.must(err) }
-	must(s.live.cluster.Pool("workers").IncreaseSize(autoscaler(), 3))
+	workers := "workers"
+	if s.cfg.offerings {
+		workers = "workers@cx33-nbg1" // as after a sell-out of the first offering
+	}
+	must(s.live.cluster.Pool(workers).IncreaseSize(autoscaler(), 3))
 	for range 6 {
 		s.pass(5 * time.Second)
 	}
@@ -201,6 +219,7 @@ func (s *sim) quiesce() {
 		}
 	}
 	s.undoPeople()
+	s.api.SetUnavailable("cx23", "fsn1", false) // back in stock: moved back, if due
 	s.cfg.paused = false
 	s.reload()
 	for i := 0; i < 480 && !s.stable(); i++ {

@@ -56,13 +56,33 @@ var simEvents = []event{
 	{"hand-over", 1, func(s *sim, _ *rand.Rand) { s.handOver() }},
 }
 
-func pickEvent(r *rand.Rand) event {
+// simOfferingEvents happen too when workers has offerings: its first
+// offering sells out (creates there fail with resource_unavailable, which
+// the pool remembers) and comes back (once the pool's memory expires).
+var simOfferingEvents = []event{
+	{"sell-out", 3, func(s *sim, _ *rand.Rand) { s.api.SetUnavailable("cx23", "fsn1", true) }},
+	{"back-in-stock", 3, func(s *sim, _ *rand.Rand) { s.api.SetUnavailable("cx23", "fsn1", false) }},
+}
+
+// offeringEvents are the events of the simulation with offerings:
+// simEvents without rate-limited, plus simOfferingEvents. A 429 on the
+// old server's DELETE has the pool send it again after the lifecycle's
+// last check of the replacement, which may have gone not Ready meanwhile
+// (delete-live); that window is the pool's delete retry, not the
+// offerings', and is left out here so that this simulation fails on what
+// it adds.
+func offeringEvents() []event {
+	out := slices.DeleteFunc(slices.Clone(simEvents), func(e event) bool { return e.name == "rate-limited" })
+	return append(out, simOfferingEvents...)
+}
+
+func pickEvent(r *rand.Rand, events []event) event {
 	total := 0
-	for _, e := range simEvents {
+	for _, e := range events {
 		total += e.weight
 	}
 	n := r.IntN(total)
-	for _, e := range simEvents {
+	for _, e := range events {
 		if n < e.weight {
 			return e
 		}

@@ -144,9 +144,17 @@ func (s *sim) podsToMove(node string) []string {
 func (s *sim) checkState() {
 	servers := s.servers()
 	count := map[string]int{}
+	byID := map[int64]hcloudtest.ServerInfo{}
 	for _, sv := range servers {
+		byID[sv.ID] = sv
 		if sv.Status != "deleting" {
 			count[poolOf(sv.Labels)]++
+		}
+	}
+	for _, sv := range servers {
+		id, _ := strconv.ParseInt(sv.Labels[config.LabelReplaces], 10, 64)
+		if old, ok := byID[id]; ok && old.ServerType+old.Location != sv.ServerType+sv.Location {
+			s.moves[sv.Name] = true
 		}
 	}
 	for pool, max := range map[string]int{"workers": s.cfg.workersMax, "batch": 3} {
@@ -227,7 +235,8 @@ func (s *sim) checkQuiescent() {
 		}
 		n := 0
 		for _, sv := range servers {
-			if poolOf(sv.Labels) == p.Name() {
+			// The node group: one per offering of a pool.
+			if s.live.cluster.PoolForNode(fmt.Sprintf("hcloud://%d", sv.ID), sv.Name) == p {
 				n++
 			}
 		}

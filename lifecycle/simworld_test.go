@@ -74,10 +74,16 @@ type simConfig struct {
 	paused       bool // the cluster's replacements paused
 	batchRemoved bool // the pool batch removed from the configuration
 	workersMax   int
+	// offerings gives workers a second offering, cx33 in nbg1, and the
+	// drift reason offering.
+	offerings bool
 }
 
 func (c simConfig) poolReplace() map[string]any {
 	drift := []string{"user_data"}
+	if c.offerings {
+		drift = append(drift, "offering")
+	}
 	if c.driftOff {
 		drift = []string{}
 	}
@@ -88,7 +94,11 @@ func (c simConfig) poolReplace() map[string]any {
 // load builds the configuration of c for the fake API.
 func (s *sim) load(c simConfig) *config.Config {
 	cloudInit := fmt.Sprintf("#cloud-config\n# version %d\n", c.version)
-	pools := map[string]any{"workers": map[string]any{"cloudInit": cloudInit, "replace": c.poolReplace()}}
+	workers := map[string]any{"cloudInit": cloudInit, "replace": c.poolReplace()}
+	if c.offerings {
+		workers["offerings"] = []map[string]string{{"serverType": "cx23", "location": "fsn1"}, {"serverType": "cx33", "location": "nbg1"}}
+	}
+	pools := map[string]any{"workers": workers}
 	nodes := []string{fmt.Sprintf("1:%d:cx23:fsn1:workers", c.workersMax)}
 	if !c.batchRemoved {
 		batch := c.poolReplace()
@@ -284,6 +294,9 @@ type sim struct {
 	uid          int
 	allowance    map[string]int  // the max a pool may still be over (max lowered)
 	caDeleted    map[string]bool // instances the autoscaler deleted, by name
+	// moves holds the replacements seen on another offering than the
+	// server they replace, by name: nodes moved between offerings.
+	moves map[string]bool
 
 	mu     sync.Mutex // guards lines, broken and ids (reactors write them)
 	lines  []string

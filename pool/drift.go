@@ -40,6 +40,10 @@ const (
 	DriftFirewalls      DriftReason = "firewalls"
 	DriftLabels         DriftReason = "labels"
 	DriftUserData       DriftReason = "user_data"
+	// DriftOffering: the server runs on a later offering of its pool
+	// while an earlier one is available (see [Pool.EarlierAvailable]).
+	// Reported only for a pool whose replace.drift lists it.
+	DriftOffering DriftReason = config.DriftOffering
 )
 
 // Drift is a server of the pool built otherwise than its pool's current
@@ -69,7 +73,9 @@ func (d *Drift) add(r DriftReason, format string, args ...any) {
 // and not in a create flow (see creatingLocked) with what the pool's current settings would create: server type,
 // location, image (as resolved now for the server's architecture),
 // placement group, network, firewalls, the configured server labels and,
-// by the hash recorded at create, the user data rendered for the server.
+// by the hash recorded at create, the user data rendered for the server;
+// and, for a pool whose replace.drift lists config.DriftOffering, whether
+// an earlier offering of the pool than the server's is available now.
 // It returns the servers with a difference or an unknown user data, by
 // ID. Nothing is changed: replacing a server is the operator's call (drain
 // the node, and the autoscaler deletes it and creates a new one when the
@@ -83,6 +89,10 @@ func (p *Pool) Drift(ctx context.Context) ([]Drift, error) {
 	set := p.current()
 	dc := &driftCheck{p: p, ctx: ctx, set: set, cfg: &set.cfg, images: map[config.Arch]int64{}}
 	var out []Drift
+	var earlier *Pool
+	if r := set.cfg.Replace; r != nil && slices.Contains(r.Drift, config.DriftOffering) {
+		earlier = p.EarlierAvailable()
+	}
 	for _, s := range p.driftCandidates(set) {
 		d := Drift{ServerID: s.ID, Name: s.Name}
 		if s.ServerType != dc.cfg.ServerType {
@@ -96,6 +106,10 @@ func (p *Pool) Drift(ctx context.Context) ([]Drift, error) {
 		dc.references(&d, s)
 		dc.labels(&d, s)
 		dc.userData(&d, s, a)
+		if earlier != nil {
+			ec := earlier.current().cfg
+			d.add(DriftOffering, "offering %s in %s; the earlier offering %s in %s (node group %s) is available", s.ServerType, s.Location, ec.ServerType, ec.Location, earlier.Name())
+		}
 		if d.Drifted() || d.UserDataUnknown {
 			out = append(out, d)
 		}

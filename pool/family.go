@@ -260,6 +260,28 @@ func (p *Pool) firstAvailable() *Pool {
 	return p
 }
 
+// EarlierAvailable returns the node group of the first offering of the
+// pool's family, in the user's current order, that comes before p's own
+// and is available now ([Pool.Available]: configured, and no capacity
+// error or sold-out catalogue entry remembered); nil when there is none:
+// p has no family, is the first offering, or every earlier offering is
+// sold out. A removed offering's group has no place in the order: it
+// returns the first available offering. It takes no pool's lock.
+func (p *Pool) EarlierAvailable() *Pool {
+	if !p.multi() {
+		return nil
+	}
+	for _, m := range p.family.Members() {
+		if m == p {
+			return nil
+		}
+		if m.Available() {
+			return m
+		}
+	}
+	return nil
+}
+
 // familyBounds returns the min and max size the pool reports: those of its
 // configuration for a pool of one offering; for one of several, the
 // pool's max less what the other offerings hold, and the pool's min split

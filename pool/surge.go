@@ -34,7 +34,8 @@ import (
 // response, so that the server keeps telling which server it replaces
 // after it runs, after a restart and to a standby replica.
 //
-// Surge is idempotent per replaced server: when the pool already has a
+// Surge is idempotent per replaced server: when the pool, or another node
+// group of its family (another offering of the pool), already has a
 // claim (pending, creating, or the placeholder of a failed one) or a
 // listed server that replaces the same server and is not being deleted,
 // it records nothing and returns that claim's or server's name and nil,
@@ -44,6 +45,13 @@ import (
 // error in Instances and deletes it (DeleteInstances with its claim ID)
 // before surging again. The refusals above come first: they hold for a
 // repeated call as for a first one.
+//
+// In a pool of several offerings the replacement may be surged in another
+// offering's group than the replaced server's (the drift reason
+// config.DriftOffering moves a node back to an earlier offering): the
+// bound counts the targets and deletes in flight of every group of the
+// family, so the pool never has more than its max size + maxSurge servers
+// across its offerings.
 //
 // replaces must be positive and maxSurge not negative, else Surge fails
 // with [ErrInvalidDelta]. Whether replaces names a server of the pool is
@@ -58,12 +66,13 @@ func (p *Pool) Surge(ctx context.Context, replaces int64, maxSurge int) (name st
 	unlock := p.lockFamily()
 	defer unlock()
 	otherT, otherD := p.others()
+	elsewhere := p.othersReplacement(replaces)
 	set, err := p.lockForClaims(ctx)
 	if err != nil {
 		return "", err
 	}
 	snap := p.viewLocked()
-	if existing := p.replacementLocked(snap, replaces); existing != "" {
+	if existing := cmp.Or(p.replacementLocked(snap, replaces), elsewhere); existing != "" {
 		p.mu.Unlock()
 		p.log.Debug("surge already requested", zap.Int64("replaces", replaces), zap.String("server", existing))
 		return existing, nil
@@ -84,6 +93,28 @@ func (p *Pool) Surge(ctx context.Context, replaces int64, maxSurge int) (name st
 	p.log.Info("surge requested", zap.Int64("replaces", replaces), zap.String("server", c.name), zap.Int("target", target+1))
 	p.observe()
 	return c.name, nil
+}
+
+// othersReplacement returns the name of a claim or listed server of
+// another node group of p's family that replaces the server with ID
+// replaces (see replacementLocked); "" when there is none. Call it with
+// the family's lock held and without p.mu.
+func (p *Pool) othersReplacement(replaces int64) string {
+	if p.family == nil {
+		return ""
+	}
+	for _, m := range *p.family.members.Load() {
+		if m == p {
+			continue
+		}
+		m.mu.Lock()
+		name := m.replacementLocked(m.viewLocked(), replaces)
+		m.mu.Unlock()
+		if name != "" {
+			return name
+		}
+	}
+	return ""
 }
 
 // replacementLocked returns the name of the pool's claim or listed server

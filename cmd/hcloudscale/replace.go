@@ -210,6 +210,9 @@ func printReplacePlan(w io.Writer, p *lifecycle.Plan) {
 				detail = "surges above the pool's max size"
 			}
 		}
+		if st.Into != "" && st.State != lifecycle.StateBlocked {
+			detail = strings.TrimPrefix(detail+"; into node group "+st.Into, "; ")
+		}
 		price := "unknown"
 		if st.PriceKnown {
 			price = fmt.Sprintf("%.4f→%.4f", st.HourlyOld, st.HourlyNew)
