@@ -291,3 +291,32 @@ func TestOfferingsRemovedPoolFirstGroupEmptiedFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestOfferingsFormerFirstTakenOut runs 2 servers on a later offering,
+// makes that offering the first by a reload, then takes it out by a
+// reload or a restart: both put the servers created for it (labelled
+// while it was a later offering) in its removed group, as a restart
+// cannot know that the offering was the first for a while.
+func TestOfferingsFormerFirstTakenOut(t *testing.T) {
+	want := []groupRow{{Name: "workers", Target: 0, Min: 1, Max: 4}, {Name: "workers@cx33-nbg1", Removed: true, Target: 2, Max: 2}}
+	for _, path := range offeringsChange {
+		t.Run(path.name, func(t *testing.T) {
+			p := newProject(t, fastActions())
+			ctx := context.Background()
+			c := newCluster(t, offeringsConfig(t, p, "cpx21:fsn1", offB), hcloudscale.WithListTTL(time.Millisecond))
+			if err := c.Pool("workers@cx33-nbg1").IncreaseSize(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			waitSettled(t, c, p)
+			if err := c.Reconfigure(ctx, offeringsConfig(t, p, "cx33:nbg1", offA)); err != nil {
+				t.Fatal(err)
+			}
+			waitSettled(t, c, p)
+			c = path.apply(t, p, c, offeringsConfig(t, p, "cpx31:hel1"))
+			waitSettled(t, c, p)
+			if diff := gocmp.Diff(want, workersGroups(c)); diff != "" {
+				t.Errorf("groups (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -120,6 +120,13 @@ func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
 	next, changed, removed, err := c.nextPools(old, cfg, refs, added)
 	c.markSoldOut(soldOut)
 	c.storePools(next)
+	// The servers created for a later offering that was the first until
+	// now go to its removed group, as a restart would put them.
+	_, offered := c.adoptRemovedOfferings(cfg, next, refs)
+	for _, w := range offered {
+		c.log.Warn(w)
+	}
+	warnings = append(warnings, offered...)
 	c.applied(old, cfg, warnings, changed, removed)
 	return err
 }
