@@ -186,10 +186,7 @@ func (c *Cluster) start(ctx context.Context, cfg *config.Config, o *options) err
 		set = set.with(p)
 		c.storePools(set)
 	}
-	set, offered, err := c.adoptRemovedOfferings(cfg, set, refs)
-	if err != nil {
-		return err
-	}
+	set, offered := c.adoptRemovedOfferings(cfg, set, refs)
 	_, adopted := c.adoptRemoved(cfg, set)
 	c.warnings = append(c.warnings, offered...)
 	c.warnings = append(c.warnings, adopted...)

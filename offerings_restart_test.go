@@ -249,3 +249,74 @@ func TestOfferingsRemovedAfterRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestOfferingsRemovedPoolFirstGroupEmptiedFirst removes a pool of several
+// offerings (by a reload and by a restart) and deletes the server of its
+// first offering first: the servers of its later offerings must still
+// belong to their removed groups (PoolForNode finds them, so that the
+// autoscaler can delete them), and every group goes once they are gone.
+func TestOfferingsRemovedPoolFirstGroupEmptiedFirst(t *testing.T) {
+	ctx := context.Background()
+	for _, path := range offeringsChange {
+		t.Run(path.name, func(t *testing.T) {
+			p := newProject(t, fastActions())
+			c := path.apply(t, p, startOfferings(t, p), withoutWorkers(t, p))
+			waitSettled(t, c, p)
+			first := c.Pool("workers")
+			if first == nil || !first.Removed() || first.TargetSize() != 1 {
+				t.Fatalf("groups %v; want workers removed with its 1 server", workersGroups(c))
+			}
+			if err := first.DeleteInstances(ctx, instanceIDs(first)); err != nil {
+				t.Fatal(err)
+			}
+			waitSettled(t, c, p)
+			for _, name := range []string{"workers@cx33-nbg1", "workers@cpx31-hel1"} {
+				g := c.Pool(name)
+				if g == nil {
+					t.Fatalf("%s: gone with servers left; groups %v", name, workersGroups(c))
+				}
+				for _, in := range g.Instances() {
+					if got := c.PoolForNode(in.ID, ""); got != g {
+						t.Errorf("PoolForNode(%s) = %s; want %s", in.ID, poolName(got), name)
+					}
+				}
+				if err := g.DeleteInstances(ctx, instanceIDs(g)); err != nil {
+					t.Errorf("deleting the servers of %s: %v", name, err)
+				}
+			}
+			waitSettled(t, c, p)
+			if got := workersGroups(c); len(got) != 0 {
+				t.Errorf("groups left with every server deleted: %v", got)
+			}
+		})
+	}
+}
+
+// TestOfferingsFormerFirstTakenOut runs 2 servers on a later offering,
+// makes that offering the first by a reload, then takes it out by a
+// reload or a restart: both put the servers created for it (labelled
+// while it was a later offering) in its removed group, as a restart
+// cannot know that the offering was the first for a while.
+func TestOfferingsFormerFirstTakenOut(t *testing.T) {
+	want := []groupRow{{Name: "workers", Target: 0, Min: 1, Max: 4}, {Name: "workers@cx33-nbg1", Removed: true, Target: 2, Max: 2}}
+	for _, path := range offeringsChange {
+		t.Run(path.name, func(t *testing.T) {
+			p := newProject(t, fastActions())
+			ctx := context.Background()
+			c := newCluster(t, offeringsConfig(t, p, "cpx21:fsn1", offB), hcloudscale.WithListTTL(time.Millisecond))
+			if err := c.Pool("workers@cx33-nbg1").IncreaseSize(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			waitSettled(t, c, p)
+			if err := c.Reconfigure(ctx, offeringsConfig(t, p, "cx33:nbg1", offA)); err != nil {
+				t.Fatal(err)
+			}
+			waitSettled(t, c, p)
+			c = path.apply(t, p, c, offeringsConfig(t, p, "cpx31:hel1"))
+			waitSettled(t, c, p)
+			if diff := gocmp.Diff(want, workersGroups(c)); diff != "" {
+				t.Errorf("groups (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

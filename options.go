@@ -201,7 +201,7 @@ func WithUnavailableTTL(d time.Duration) Option {
 // spreadGroups created stays empty before the pool deletes it
 // ([pool.DefaultSpreadGrace]). A longer grace keeps a group for the next
 // scale-up; a shorter one frees the project's places (Hetzner allows 50
-// placement groups) sooner.
+// placement groups) sooner. A grace of 0 or less keeps the default.
 func WithSpreadGrace(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {

@@ -120,6 +120,13 @@ func (c *Cluster) Reconfigure(ctx context.Context, cfg *config.Config) error {
 	next, changed, removed, err := c.nextPools(old, cfg, refs, added)
 	c.markSoldOut(soldOut)
 	c.storePools(next)
+	// The servers created for a later offering that was the first until
+	// now go to its removed group, as a restart would put them.
+	_, offered := c.adoptRemovedOfferings(cfg, next, refs)
+	for _, w := range offered {
+		c.log.Warn(w)
+	}
+	warnings = append(warnings, offered...)
 	c.applied(old, cfg, warnings, changed, removed)
 	return err
 }
@@ -259,7 +266,10 @@ func poolEqual(a, b config.Pool) bool {
 }
 
 // dropEmptyRemoved drops the removed pools that have no instance left and
-// closes them.
+// closes them. The first group of a removed pool of several offerings
+// stays while a group of another of its offerings does: a server is found
+// through its pool's first group ([poolSet.forServer]), so without it the
+// other groups' servers would be in no node group.
 func (c *Cluster) dropEmptyRemoved(ctx context.Context) {
 	set := c.pools.Load()
 	if !slices.ContainsFunc(set.list, (*pool.Pool).Removed) {
@@ -268,12 +278,20 @@ func (c *Cluster) dropEmptyRemoved(ctx context.Context) {
 	c.reconfigureMu.Lock()
 	set = c.pools.Load()
 	next := &poolSet{cfg: set.cfg, byName: map[string]*pool.Pool{}}
+	// A removed pool refuses claims and, empty, has no server to resume:
+	// once empty it stays empty. It stays until its empty spread groups
+	// are deleted, which nothing would do after.
+	drop := func(p *pool.Pool) bool { return p.Removed() && p.Empty() && len(p.SpreadGroups()) == 0 }
+	kept := map[string]bool{} // families with a group of a later offering kept
+	for _, p := range set.list {
+		pc := p.Config()
+		if family := pc.FamilyName(); p.Name() != family && !drop(p) {
+			kept[family] = true
+		}
+	}
 	var gone []*pool.Pool
 	for _, p := range set.list {
-		// A removed pool refuses claims and, empty, has no server to
-		// resume: once empty it stays empty. It stays until its empty
-		// spread groups are deleted, which nothing would do after.
-		if p.Removed() && p.Empty() && len(p.SpreadGroups()) == 0 {
+		if drop(p) && !kept[p.Name()] {
 			gone = append(gone, p)
 			continue
 		}

@@ -75,20 +75,28 @@ func (c *Cluster) adoptRemoved(cfg *config.Config, set *poolSet) (*poolSet, []st
 // allowed, counted against the pool's max, dropped by [Cluster.Refresh]
 // once empty. Only servers created for a later offering that still run
 // on it (config.LabelOffering, see [pool.CreatedFor]) are such servers;
-// any other server on no offering stays with the pool's first group. It
+// any other server on no offering stays with the pool's first group. An
+// offering that has a node group in set already keeps it. New runs it for
+// the servers a restart finds, Reconfigure for those of an offering that
+// was the first when the reload takes it out, so that both agree. It
 // returns a warning per group.
-func (c *Cluster) adoptRemovedOfferings(cfg *config.Config, set *poolSet, refs *references) (*poolSet, []string, error) {
+func (c *Cluster) adoptRemovedOfferings(cfg *config.Config, set *poolSet, refs *references) (*poolSet, []string) {
 	snap := c.servers.Current()
 	if snap == nil {
-		return set, nil, nil
+		return set, nil
 	}
 	var warnings []string
 	for i := range cfg.Pools {
 		pc := &cfg.Pools[i]
 		for _, o := range laterOfferings(pc, snap.Pool(pc.Name)) {
-			p, err := c.newPool(cfg, removedOffering(pc, o), refs)
+			g := removedOffering(pc, o)
+			if set.byName[g.Name] != nil {
+				continue
+			}
+			p, err := c.newPool(cfg, g, refs)
 			if err != nil {
-				return set, warnings, err
+				warnings = append(warnings, fmt.Sprintf("pool %q: cannot keep the servers created for its offering %s in a removed node group, they stay in its first group: %v", pc.Name, o, err))
+				continue
 			}
 			p.Remove()
 			set = set.with(p)
@@ -98,7 +106,7 @@ func (c *Cluster) adoptRemovedOfferings(cfg *config.Config, set *poolSet, refs *
 				"the autoscaler deletes its nodes as they become unneeded; list the offering again to keep them", pc.Name, o, len(servers), instanceNames(servers), p.Name()))
 		}
 	}
-	return set, warnings, nil
+	return set, warnings
 }
 
 // laterOfferings returns, sorted, the offerings that pc does not list and

@@ -19,8 +19,9 @@ import (
 // out of the list is removed (min 0, max its size, no scale-up, see
 // [Pool.Remove]) and keeps the servers created for it
 // (config.LabelOffering) that still run on it until they are gone; a
-// Cluster started without the offering builds that removed group again
-// for such servers, so a restart and a reload agree. Any other server on
+// Cluster started without the offering, or reloaded without it after it
+// was the first, builds that removed group again for such servers, so a
+// restart and a reload agree. Any other server on
 // no offering of the pool (its type changed since it was created, or it
 // was created for the first offering, or by the upstream provider)
 // belongs to the first offering's group, as it did before the pool had

@@ -62,7 +62,8 @@ type options struct {
 }
 
 // WithSpreadGrace sets how long a spread group the pool created stays
-// empty before it is deleted (DefaultSpreadGrace).
+// empty before it is deleted (DefaultSpreadGrace); 0 deletes it at the
+// second sweep that finds it empty. A negative grace is an error of New.
 func WithSpreadGrace(d time.Duration) Option {
 	return func(o *options) { o.spreadGrace = d }
 }

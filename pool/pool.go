@@ -300,6 +300,9 @@ func checkOptions(pool string, o *options) []error {
 	if o.unavailableTTL < 0 {
 		ps.add("unavailable TTL %s is negative", o.unavailableTTL)
 	}
+	if o.spreadGrace < 0 {
+		ps.add("spread grace %s is negative", o.spreadGrace)
+	}
 	if o.createAttempts < 1 || o.retryBackoff < 0 {
 		ps.add("retry: %d attempts (at least 1) with backoff %s (not negative)", o.createAttempts, o.retryBackoff)
 	}

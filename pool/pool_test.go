@@ -42,8 +42,8 @@ func TestNewReportsEveryProblem(t *testing.T) {
 			wants: []string{"subnet IP range 10.0.0.0/24 needs a network"}},
 		{name: "missing deps", deps: func(d *Deps) { d.Waiter = nil }, wants: []string{"Servers, Waiter, Cache, Types and Images are required"}},
 		{name: "cluster label", opts: []Option{WithClusterName("prod")}, wants: []string{`want the cluster name "prod"`}},
-		{name: "bad options", opts: []Option{WithCreateConcurrency(0), WithDeleteConcurrency(-1), WithCreationTimeout(-time.Second), WithUnavailableTTL(-time.Second), WithRetry(0, 0)},
-			wants: []string{"create concurrency 0", "delete concurrency -1", "creation timeout -1s", "unavailable TTL -1s", "retry: 0 attempts"}},
+		{name: "bad options", opts: []Option{WithCreateConcurrency(0), WithDeleteConcurrency(-1), WithCreationTimeout(-time.Second), WithUnavailableTTL(-time.Second), WithRetry(0, 0), WithSpreadGrace(-time.Minute)},
+			wants: []string{"create concurrency 0", "delete concurrency -1", "creation timeout -1s", "unavailable TTL -1s", "retry: 0 attempts", "spread grace -1m0s is negative"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
