@@ -301,7 +301,11 @@ func (c *Controller) start(ctx context.Context, w *world, st *Step) {
 		return
 	}
 	log := c.o.log.With(zap.String("pool", st.Pool), zap.String("node", st.Node), zap.Strings("reasons", st.Reasons))
-	if p.Removed() {
+	pv := w.poolView(st.Pool)
+	if pv == nil {
+		return
+	}
+	if pv.removed {
 		mark := Mark{Phase: PhaseDraining, Since: c.o.clock.Now()}
 		if err := c.cordonMarked(ctx, node, mark); err != nil {
 			log.Warn("could not start draining out a node of a removed pool", zap.Error(err))
