@@ -717,9 +717,13 @@ var errUnsure = errors.New("could not check the replacement")
 // its node is Ready, schedulable and not being deleted. It reads the
 // pool's instances and the node afresh; it is asked before every
 // eviction and before the old server's delete. A node of a removed pool,
-// drained out without a replacement, needs none.
+// drained out without a replacement, needs none while its pool stays
+// removed; once the pool is configured again (a reload), it does.
 func (c *Controller) replacementLive(ctx context.Context, r *replacement) error {
 	if r.newName == "" {
+		if p := c.poolNamed(r.pool.name); p != nil && (!p.Removed() || offeringOut(p) != nil) {
+			return fmt.Errorf("the pool %s of the node drained out is configured again: the node needs a replacement", r.pool.name)
+		}
 		return nil
 	}
 	name := r.pool.name
