@@ -301,7 +301,11 @@ func (c *Controller) start(ctx context.Context, w *world, st *Step) {
 		return
 	}
 	log := c.o.log.With(zap.String("pool", st.Pool), zap.String("node", st.Node), zap.Strings("reasons", st.Reasons))
-	if p.Removed() {
+	pv := w.poolView(st.Pool)
+	if pv == nil {
+		return
+	}
+	if pv.removed {
 		mark := Mark{Phase: PhaseDraining, Since: c.o.clock.Now()}
 		if err := c.cordonMarked(ctx, node, mark); err != nil {
 			log.Warn("could not start draining out a node of a removed pool", zap.Error(err))
@@ -713,9 +717,13 @@ var errUnsure = errors.New("could not check the replacement")
 // its node is Ready, schedulable and not being deleted. It reads the
 // pool's instances and the node afresh; it is asked before every
 // eviction and before the old server's delete. A node of a removed pool,
-// drained out without a replacement, needs none.
+// drained out without a replacement, needs none while its pool stays
+// removed; once the pool is configured again (a reload), it does.
 func (c *Controller) replacementLive(ctx context.Context, r *replacement) error {
 	if r.newName == "" {
+		if p := c.poolNamed(r.pool.name); p != nil && (!p.Removed() || offeringOut(p) != nil) {
+			return fmt.Errorf("the pool %s of the node drained out is configured again: the node needs a replacement", r.pool.name)
+		}
 		return nil
 	}
 	name := r.pool.name

@@ -48,7 +48,11 @@
 // never one; when it goes mid-drain, the drain stops at once and the old
 // node is uncordoned. A node of a removed pool is drained out without a
 // replacement (its pods move to the other pools, the autoscaler scaling
-// them up) when the cluster's replace.removedPools is set.
+// them up) when the cluster's replace.removedPools is set; a pool
+// configured again stops its drain-outs like a replacement gone. An offering
+// taken out of a configured pool's list is no removed pool: its nodes run
+// under the pool's settings, and with drift offering they are moved back
+// to the first available offering, surge-first, like a later offering's.
 //
 // A repair (ReasonNotReady) is not drained: once its replacement is Ready
 // the old node, still not Ready, is cordoned and its server deleted, as

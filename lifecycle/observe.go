@@ -52,6 +52,14 @@ func viewOf(p *pool.Pool, drift []pool.Drift) poolView {
 	pv := poolView{name: p.Name(), removed: p.Removed(), replace: cfg.Replace, taints: cfg.Taints, target: p.TargetSize(), max: p.MaxSize(),
 		servers: p.Servers(), instances: p.Instances(), drift: map[int64][]pool.DriftReason{},
 		family: cfg.FamilyName(), soldOut: !p.Available()}
+	if live := offeringOut(p); live != nil {
+		// An offering taken out of a configured pool's list: its nodes
+		// are the pool's, never drained out as a removed pool's; with
+		// drift offering they move back to an available one surge-first.
+		lc := live.Config()
+		pv.removed, pv.replace, pv.taints = false, lc.Replace, lc.Taints
+		cfg = lc
+	}
 	if !pv.removed {
 		pv.max = cfg.MaxSize // the pool's, across its offerings
 	}
@@ -67,6 +75,20 @@ func viewOf(p *pool.Pool, drift []pool.Drift) poolView {
 		}
 	}
 	return pv
+}
+
+// offeringOut returns a configured node group of p's pool when p is the
+// group of an offering taken out of that pool's list; nil otherwise.
+func offeringOut(p *pool.Pool) *pool.Pool {
+	if !p.Removed() {
+		return nil
+	}
+	for _, m := range p.Family() {
+		if !m.Removed() {
+			return m
+		}
+	}
+	return nil
 }
 
 // listNodes lists the nodes: from the informer of Run once it has

@@ -202,3 +202,32 @@ func (e *env) replacementNode() bool {
 	}
 	return false
 }
+
+// TestOfferingRemovedMovesBack takes the second offering out of the
+// pool's list while its nodes run there, with the cluster's removedPools
+// set: the pool is still configured, so its nodes are not drained out as
+// a removed pool's (no replacement, pods evicted at once) but moved back,
+// surge-first, to the first offering for drift reason offering.
+func TestOfferingRemovedMovesBack(t *testing.T) {
+	e := newOfferingEnv(t)
+	ctx := context.Background()
+	old := e.offeringsOf()["cx33-nbg1"]
+	cc := map[string]any{"clusterName": "prod", "imagesForArch": map[string]string{"amd64": "ubuntu-24.04"}, "replace": map[string]any{"removedPools": true},
+		"nodeConfigs": map[string]any{"workers": map[string]any{"cloudInit": "#cloud-config\n", "replace": replaceOffering,
+			"offerings": []map[string]string{{"serverType": "cx23", "location": "fsn1"}}}}}
+	doc, _ := json.Marshal(cc)
+	env2 := config.MapEnv(map[string]string{"HCLOUD_CLUSTER_CONFIG": base64.StdEncoding.EncodeToString(doc)}, nil)
+	if err := e.cluster.Reconfigure(ctx, load(t, e.api, env2, offeringNodes)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.ctrl.Plan(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Steps) != len(old) || p.Steps[0].Into != "workers" || !slices.Equal(p.Steps[0].Reasons, []string{"drift:offering"}) {
+		t.Fatalf("second offering removed: plan %+v; want its nodes due for drift:offering into workers", p.Steps)
+	}
+	e.run(400, offeringMax, 1, func() bool {
+		return len(e.offeringsOf()["cx23-fsn1"]) == offeringMax && len(e.all()) == offeringMax && !e.protected()
+	})
+}

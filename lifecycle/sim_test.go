@@ -220,7 +220,7 @@ func (s *sim) quiesce() {
 	}
 	s.undoPeople()
 	s.api.SetUnavailable("cx23", "fsn1", false) // back in stock: moved back, if due
-	s.cfg.paused = false
+	s.cfg.paused, s.cfg.secondOut, s.cfg.swapped = false, false, false
 	s.reload()
 	for i := 0; i < 480 && !s.stable(); i++ {
 		s.step()

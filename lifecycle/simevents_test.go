@@ -58,10 +58,13 @@ var simEvents = []event{
 
 // simOfferingEvents happen too when workers has offerings: its first
 // offering sells out (creates there fail with resource_unavailable, which
-// the pool remembers) and comes back (once the pool's memory expires).
+// the pool remembers) and comes back (once the pool's memory expires);
+// reloads take the second offering out of the list and put it first.
 var simOfferingEvents = []event{
 	{"sell-out", 3, func(s *sim, _ *rand.Rand) { s.api.SetUnavailable("cx23", "fsn1", true) }},
 	{"back-in-stock", 3, func(s *sim, _ *rand.Rand) { s.api.SetUnavailable("cx23", "fsn1", false) }},
+	{"reload-offering-out", 1, func(s *sim, _ *rand.Rand) { s.cfg.secondOut = !s.cfg.secondOut; s.reload() }},
+	{"reload-offerings-swapped", 1, func(s *sim, _ *rand.Rand) { s.cfg.swapped = !s.cfg.swapped; s.reload() }},
 }
 
 // offeringEvents are the events of the simulation with offerings:

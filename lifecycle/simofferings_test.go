@@ -20,9 +20,15 @@ var simOfferingSeeds = flag.Int("sim.offering.seeds", 2, "how many seeds the nod
 // them), evict-replacement (no pod evicted before its node's replacement,
 // in whichever offering, is Ready), delete-live, delete-undrained, and
 // at rest quiescent (every node group at its target, no replacement left
-// over, no leaked server). -seed N replays one seed here too.
+// over, no leaked server). Reloads take the second offering out of the
+// list and put it first. -seed N replays one seed here too.
+// simOfferingRegressionSeeds broke invariants once: 52 and 84 drained
+// out the nodes of an offering taken out of the list, 131 resumed a
+// removed pool's drain-out after the pool was configured again.
+var simOfferingRegressionSeeds = []uint64{52, 84, 131}
+
 func TestSimulationOfferings(t *testing.T) {
-	seeds := simSeedList(*simOfferingSeeds, nil)
+	seeds := simSeedList(*simOfferingSeeds, simOfferingRegressionSeeds)
 	start, open, moves := time.Now(), map[string][]uint64{}, 0
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {

@@ -75,8 +75,9 @@ type simConfig struct {
 	batchRemoved bool // the pool batch removed from the configuration
 	workersMax   int
 	// offerings gives workers a second offering, cx33 in nbg1, and the
-	// drift reason offering.
-	offerings bool
+	// drift reason offering; secondOut takes that offering out of the
+	// list again, swapped puts it first.
+	offerings, secondOut, swapped bool
 }
 
 func (c simConfig) poolReplace() map[string]any {
@@ -95,11 +96,19 @@ func (c simConfig) poolReplace() map[string]any {
 func (s *sim) load(c simConfig) *config.Config {
 	cloudInit := fmt.Sprintf("#cloud-config\n# version %d\n", c.version)
 	workers := map[string]any{"cloudInit": cloudInit, "replace": c.poolReplace()}
+	first := "cx23:fsn1"
 	if c.offerings {
-		workers["offerings"] = []map[string]string{{"serverType": "cx23", "location": "fsn1"}, {"serverType": "cx33", "location": "nbg1"}}
+		list := []map[string]string{{"serverType": "cx23", "location": "fsn1"}, {"serverType": "cx33", "location": "nbg1"}}
+		switch {
+		case c.secondOut:
+			list = list[:1]
+		case c.swapped:
+			list[0], list[1], first = list[1], list[0], "cx33:nbg1"
+		}
+		workers["offerings"] = list
 	}
 	pools := map[string]any{"workers": workers}
-	nodes := []string{fmt.Sprintf("1:%d:cx23:fsn1:workers", c.workersMax)}
+	nodes := []string{fmt.Sprintf("1:%d:%s:workers", c.workersMax, first)}
 	if !c.batchRemoved {
 		batch := c.poolReplace()
 		batch["evictUnreplicatedPods"] = true // workers keeps the default: such pods hold its nodes
