@@ -146,12 +146,15 @@ func (r *tlsReloader) load() (*tls.Config, error) {
 		errs = append(errs, fmt.Errorf("tls: server certificate %s and key %s: %w", r.certFile, r.keyFile, err))
 	}
 	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(r.caFile)
+	cas, err := readCertificates(r.caFile, "client CA")
 	switch {
 	case err != nil:
-		errs = append(errs, fmt.Errorf("tls: client CA: %w", err))
-	case !pool.AppendCertsFromPEM(pem):
+		errs = append(errs, err)
+	case len(cas) == 0:
 		errs = append(errs, fmt.Errorf("tls: client CA %s: no PEM certificate found", r.caFile))
+	}
+	for _, ca := range cas {
+		pool.AddCert(ca)
 	}
 	pinned, err := loadPinned(r.pinnedFile)
 	if err != nil {
@@ -178,11 +181,25 @@ func loadPinned(file string) ([][]byte, error) {
 	if file == "" {
 		return nil, nil
 	}
+	certs, err := readCertificates(file, "pinned client certificates")
+	var out [][]byte
+	for _, c := range certs {
+		out = append(out, c.Raw)
+	}
+	return out, err
+}
+
+// readCertificates parses every block of a PEM file as a certificate. A
+// block of another type, a certificate that does not parse, or text after
+// the last block (a certificate cut off in the middle of a write) is an
+// error naming the file, so that a half-written file is never taken for
+// fewer certificates: serve keeps what it had until the file is whole.
+func readCertificates(file, what string) ([]*x509.Certificate, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("tls: pinned client certificates: %w", err)
+		return nil, fmt.Errorf("tls: %s: %w", what, err)
 	}
-	var out [][]byte
+	var out []*x509.Certificate
 	for i := 1; ; i++ {
 		var block *pem.Block
 		block, data = pem.Decode(data)
@@ -190,15 +207,20 @@ func loadPinned(file string) ([][]byte, error) {
 			break
 		}
 		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("tls: pinned client certificates %s: block %d is a %s, not a CERTIFICATE", file, i, block.Type)
+			return nil, fmt.Errorf("tls: %s %s: block %d is a %s, not a CERTIFICATE", what, file, i, block.Type)
 		}
-		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-			return nil, fmt.Errorf("tls: pinned client certificates %s: certificate %d: %w", file, i, err)
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %s %s: certificate %d: %w", what, file, i, err)
 		}
-		out = append(out, block.Bytes)
+		out = append(out, c)
 	}
-	if len(strings.TrimSpace(string(data))) > 0 {
-		return nil, fmt.Errorf("tls: pinned client certificates %s: text that is not PEM after %d certificates", file, len(out))
+	switch {
+	case len(strings.TrimSpace(string(data))) == 0:
+		return out, nil
+	case len(out) == 0:
+		return nil, fmt.Errorf("tls: %s %s: no PEM certificate found", what, file)
+	default:
+		return nil, fmt.Errorf("tls: %s %s: text that is not PEM after %d certificates", what, file, len(out))
 	}
-	return out, nil
 }
