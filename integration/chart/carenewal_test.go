@@ -222,8 +222,9 @@ func checkCAKept(t *testing.T, before, after []*unstructured.Unstructured) {
 // bundle's ConfigMap (mounted whole, so its updates reach the file) and
 // the autoscaler's cloud-config trusts the bundle at caBundleDir; without
 // it both use the ca.crt of the certificates' Secrets. A caBundleDir that
-// is the client Secret's directory, or a ConfigMap name Kubernetes
-// refuses, stops the install.
+// is the client Secret's directory, in it or above it, a bundle without
+// the client name check (any certificate of any CA in it would drive the
+// pools), or a ConfigMap name Kubernetes refuses, stops the install.
 func TestCABundle(t *testing.T) {
 	minimal := filepath.Join(chartDir, "ci", "minimal-values.yaml")
 	for _, tc := range []struct {
@@ -256,7 +257,10 @@ func TestCABundle(t *testing.T) {
 		})
 	}
 	for _, tc := range []struct{ set, want string }{
-		{"autoscalerCloudConfig.caBundleDir=/etc/hcloudscale/tls/", "autoscalerCloudConfig.caBundleDir is autoscalerCloudConfig.certDir"},
+		{"autoscalerCloudConfig.caBundleDir=/etc/hcloudscale/tls/", "autoscalerCloudConfig.caBundleDir (/etc/hcloudscale/tls/) is autoscalerCloudConfig.certDir"},
+		{"autoscalerCloudConfig.caBundleDir=/etc/hcloudscale/tls/bundle", "autoscalerCloudConfig.caBundleDir (/etc/hcloudscale/tls/bundle) is autoscalerCloudConfig.certDir"},
+		{"autoscalerCloudConfig.caBundleDir=/etc", "autoscalerCloudConfig.caBundleDir (/etc) is autoscalerCloudConfig.certDir"},
+		{"tls.verifyClientName=false", "tls.caBundle.configMap needs tls.verifyClientName"},
 		{"tls.caBundle.key=ca/crt", "/tls/caBundle/key"},
 	} {
 		_, err := render(t, mergeValues(t, values.Options{ValueFiles: []string{minimal}, Values: []string{"tls.caBundle.configMap=hcloudscale-ca", tc.set}}))

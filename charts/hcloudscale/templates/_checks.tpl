@@ -59,8 +59,13 @@ problem, each naming its values. deployment.yaml includes it. */}}
 {{- $p = append $p (printf "serve.rpcTimeout (%s) must stay below autoscalerCloudConfig.grpcTimeout (%s): the autoscaler gives up on a call before serve's bound" (default "4s" $v.serve.rpcTimeout) $v.autoscalerCloudConfig.grpcTimeout) -}}
 {{- end -}}
 {{- end -}}
-{{- if and $v.tls.caBundle.configMap $v.autoscalerCloudConfig.enabled (eq (trimSuffix "/" $v.autoscalerCloudConfig.caBundleDir) (trimSuffix "/" $v.autoscalerCloudConfig.certDir)) -}}
-{{- $p = append $p "autoscalerCloudConfig.caBundleDir is autoscalerCloudConfig.certDir: the autoscaler mounts the tls.caBundle ConfigMap and the client Secret as two volumes, in two directories" -}}
+{{- $bundleDir := printf "%s/" (trimSuffix "/" $v.autoscalerCloudConfig.caBundleDir) -}}
+{{- $certDir := printf "%s/" (trimSuffix "/" $v.autoscalerCloudConfig.certDir) -}}
+{{- if and $v.tls.caBundle.configMap $v.autoscalerCloudConfig.enabled (or (hasPrefix $bundleDir $certDir) (hasPrefix $certDir $bundleDir)) -}}
+{{- $p = append $p (printf "autoscalerCloudConfig.caBundleDir (%s) is autoscalerCloudConfig.certDir (%s) or in it, or holds it: the autoscaler mounts the tls.caBundle ConfigMap and the client Secret as two volumes, in two directories apart" $v.autoscalerCloudConfig.caBundleDir $v.autoscalerCloudConfig.certDir) -}}
+{{- end -}}
+{{- if and $v.tls.caBundle.configMap (not $v.tls.verifyClientName) -}}
+{{- $p = append $p "tls.caBundle.configMap needs tls.verifyClientName: serve would accept a client certificate of any CA in the bundle, issued to anyone (a cluster-wide bundle or one with default CAs trusts public CAs); the bundle should hold only the CAs that sign this release's certificates" -}}
 {{- end -}}
 {{- $sel := $v.networkPolicy.clientPodSelector | default dict -}}
 {{- if and $v.networkPolicy.enabled (not $sel.matchLabels) (not $sel.matchExpressions) -}}
