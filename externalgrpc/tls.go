@@ -51,7 +51,7 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string, opts ...TLSOption) 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	r := &tlsReloader{certFile: certFile, keyFile: keyFile, caFile: clientCAFile, names: o.names, pinnedFile: o.pinnedFile}
+	r := &tlsReloader{certFile: certFile, keyFile: keyFile, caFile: clientCAFile, names: o.names, pinnedFile: o.pinnedFile, reloadErr: o.reloadErr}
 	if _, err := r.current(); err != nil {
 		return nil, err
 	}
@@ -69,6 +69,15 @@ type TLSOption func(*tlsOptions)
 type tlsOptions struct {
 	names      []string
 	pinnedFile string
+	reloadErr  func(error)
+}
+
+// WithReloadErrors calls report when the files changed but cannot be
+// loaded (a half-written file, a client CA file without a certificate, a
+// key that does not match): the server keeps the configuration it had,
+// and report says why, once for each state of the files.
+func WithReloadErrors(report func(error)) TLSOption {
+	return func(o *tlsOptions) { o.reloadErr = report }
 }
 
 // WithClientNames accepts only client certificates that carry one of
@@ -98,11 +107,15 @@ type tlsReloader struct {
 	names                     []string
 	// pinnedFile is the PEM file of WithPinnedClientCertificates; "" for none.
 	pinnedFile string
+	// reloadErr is WithReloadErrors' report; nil for none.
+	reloadErr func(error)
 
-	// mu guards stamp and cfg: the file state cfg was built from.
-	mu    sync.Mutex
-	stamp string
-	cfg   *tls.Config
+	// mu guards stamp, cfg and failed: the file state cfg was built from,
+	// and the last one that failed to load and was reported.
+	mu     sync.Mutex
+	stamp  string
+	cfg    *tls.Config
+	failed string
 }
 
 func (r *tlsReloader) current() (*tls.Config, error) {
@@ -114,12 +127,16 @@ func (r *tlsReloader) current() (*tls.Config, error) {
 	}
 	cfg, lerr := r.load()
 	if err := errors.Join(err, lerr); err != nil {
-		if r.cfg != nil {
-			return r.cfg, nil
+		if r.cfg == nil {
+			return nil, err
 		}
-		return nil, err
+		if key := stamp + err.Error(); r.reloadErr != nil && key != r.failed {
+			r.failed = key
+			r.reloadErr(err)
+		}
+		return r.cfg, nil
 	}
-	r.stamp, r.cfg = stamp, cfg
+	r.stamp, r.cfg, r.failed = stamp, cfg, ""
 	return cfg, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,13 +87,20 @@ func writeBundle(t *testing.T, file string, at time.Time, cas ...*x509.Certifica
 // a write that does not swap the file at once (empty, a certificate cut
 // off, a block that does not parse) keeps the trust serve had: client
 // certificates of both CAs of the bundle stay accepted until the file
-// holds whole certificates again. At the start such a file is an error
-// naming it.
+// holds whole certificates again, and each state of the file is reported
+// once ([externalgrpc.WithReloadErrors]). At the start such a file is an
+// error naming it.
 func TestClientCABundleHalfWritten(t *testing.T) {
 	old, renewed := newPKI(t), newPKI(t)
 	bundle := filepath.Join(t.TempDir(), "ca.crt")
 	writeBundle(t, bundle, time.Now(), old.ca, renewed.ca)
-	te := bundleEnv(t, old, bundle)
+	var mu sync.Mutex
+	var reported []error
+	te := bundleEnv(t, old, bundle, externalgrpc.WithReloadErrors(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reported = append(reported, err)
+	}))
 	now := time.Now()
 	certs := map[string]tls.Certificate{"old CA": bundleClient(t, old, now), "new CA": bundleClient(t, renewed, now)}
 	whole := readFile(t, bundle)
@@ -119,6 +127,13 @@ func TestClientCABundleHalfWritten(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), bundle) {
 			t.Errorf("ServerTLSConfig with a client CA file %s: %v; want an error naming %s", step.name, err, bundle)
 		}
+		// Reported once for this state of the file, however many
+		// handshakes met it.
+		mu.Lock()
+		if len(reported) != i+1 || !strings.Contains(reported[i].Error(), bundle) {
+			t.Errorf("client CA file %s: reload errors reported %v; want %d, the last naming %s", step.name, reported, i+1, bundle)
+		}
+		mu.Unlock()
 	}
 }
 
@@ -133,9 +148,9 @@ func readFile(t *testing.T, name string) string {
 
 // bundleEnv serves p's server certificate, verifying clients against the
 // CA file bundle and the autoscaler's name.
-func bundleEnv(t *testing.T, p *pki, bundle string) *tlsEnv {
+func bundleEnv(t *testing.T, p *pki, bundle string, opts ...externalgrpc.TLSOption) *tlsEnv {
 	t.Helper()
-	serverTLS, err := externalgrpc.ServerTLSConfig(p.serverCert, p.serverKey, bundle, externalgrpc.WithClientNames(autoscalerName))
+	serverTLS, err := externalgrpc.ServerTLSConfig(p.serverCert, p.serverKey, bundle, append(opts, externalgrpc.WithClientNames(autoscalerName))...)
 	if err != nil {
 		t.Fatalf("ServerTLSConfig: %v", err)
 	}
