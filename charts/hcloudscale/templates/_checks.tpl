@@ -72,6 +72,7 @@ problem, each naming its values. deployment.yaml includes it. */}}
 {{- $p = append $p "networkPolicy.clientPodSelector: empty (no matchLabels or matchExpressions) would allow every pod: set the autoscaler's pod labels, e.g. matchLabels.\"app.kubernetes.io/name\"=externalgrpc-cluster-autoscaler (the official chart's)" -}}
 {{- end -}}
 {{- $p = concat $p (include "hcloudscale.checksMore" . | fromJsonArray) -}}
+{{- $p = concat $p (include "hcloudscale.caBundleProblems" . | fromJsonArray) -}}
 {{- with $p -}}
 {{- fail (printf "\n- %s" (join "\n- " .)) -}}
 {{- end -}}
@@ -115,6 +116,43 @@ the certificates, the ports, the pools of nodes and rbac.extraRules. */}}
 {{- end -}}
 {{- if and $v.rbac.extraRules (not (and $v.rbac.create $v.leaderElection.enabled)) -}}
 {{- $p = append $p "rbac.extraRules are added to the Lease's Role, which the chart makes only with rbac.create and leaderElection.enabled: they would be dropped" -}}
+{{- end -}}
+{{- toJson $p -}}
+{{- end -}}
+
+{{/* Problems of tls.caBundle found in the cluster, as a JSON list: on an
+upgrade (the autoscaler's client Secret exists with a ca.crt), the
+ConfigMap must exist in the release's namespace, have the key, and hold
+every CA certificate of that ca.crt: else serve's new pods, ready with
+the bundle, would refuse the client certificate the autoscaler holds.
+Nothing without access to the cluster (helm template) or on an install. */}}
+{{- define "hcloudscale.caBundleProblems" -}}
+{{- $p := list -}}
+{{- $v := .Values -}}
+{{- $secret := include "hcloudscale.clientTLSSecret" . -}}
+{{- if and $v.tls.caBundle.configMap $secret -}}
+{{- $ns := include "hcloudscale.autoscalerNamespace" . -}}
+{{- $ca := dig "data" "ca.crt" "" (lookup "v1" "Secret" $ns $secret) | b64dec -}}
+{{- if $ca -}}
+{{- $name := $v.tls.caBundle.configMap -}}
+{{- $cm := lookup "v1" "ConfigMap" .Release.Namespace $name -}}
+{{- $bundle := regexReplaceAll "\\s+" (dig "data" $v.tls.caBundle.key "" $cm) "" -}}
+{{- if not $cm -}}
+{{- $p = append $p (printf "tls.caBundle.configMap: no ConfigMap %q in namespace %s (make the bundle before the upgrade)" $name .Release.Namespace) -}}
+{{- else if not $bundle -}}
+{{- $p = append $p (printf "tls.caBundle.configMap: ConfigMap %q has no key %q (tls.caBundle.key)" $name $v.tls.caBundle.key) -}}
+{{- else -}}
+{{- $lacks := false -}}
+{{- range regexFindAll "-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----" $ca -1 -}}
+{{- if not (contains (regexReplaceAll "\\s+" . "") $bundle) -}}
+{{- $lacks = true -}}
+{{- end -}}
+{{- end -}}
+{{- if $lacks -}}
+{{- $p = append $p (printf "tls.caBundle.configMap: ConfigMap %q (%s) lacks the CA of the autoscaler's client certificate (ca.crt of Secret %s/%s): serve would refuse the certificate the autoscaler holds" $name $v.tls.caBundle.key $ns $secret) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- toJson $p -}}
 {{- end -}}
