@@ -51,7 +51,7 @@ func ServerTLSConfig(certFile, keyFile, clientCAFile string, opts ...TLSOption) 
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	r := &tlsReloader{certFile: certFile, keyFile: keyFile, caFile: clientCAFile, names: o.names, pinnedFile: o.pinnedFile}
+	r := &tlsReloader{certFile: certFile, keyFile: keyFile, caFile: clientCAFile, names: o.names, pinnedFile: o.pinnedFile, reloadErr: o.reloadErr}
 	if _, err := r.current(); err != nil {
 		return nil, err
 	}
@@ -69,6 +69,15 @@ type TLSOption func(*tlsOptions)
 type tlsOptions struct {
 	names      []string
 	pinnedFile string
+	reloadErr  func(error)
+}
+
+// WithReloadErrors calls report when the files changed but cannot be
+// loaded (a half-written file, a client CA file without a certificate, a
+// key that does not match): the server keeps the configuration it had,
+// and report says why, once for each state of the files.
+func WithReloadErrors(report func(error)) TLSOption {
+	return func(o *tlsOptions) { o.reloadErr = report }
 }
 
 // WithClientNames accepts only client certificates that carry one of
@@ -98,11 +107,15 @@ type tlsReloader struct {
 	names                     []string
 	// pinnedFile is the PEM file of WithPinnedClientCertificates; "" for none.
 	pinnedFile string
+	// reloadErr is WithReloadErrors' report; nil for none.
+	reloadErr func(error)
 
-	// mu guards stamp and cfg: the file state cfg was built from.
-	mu    sync.Mutex
-	stamp string
-	cfg   *tls.Config
+	// mu guards stamp, cfg and failed: the file state cfg was built from,
+	// and the last one that failed to load and was reported.
+	mu     sync.Mutex
+	stamp  string
+	cfg    *tls.Config
+	failed string
 }
 
 func (r *tlsReloader) current() (*tls.Config, error) {
@@ -114,12 +127,16 @@ func (r *tlsReloader) current() (*tls.Config, error) {
 	}
 	cfg, lerr := r.load()
 	if err := errors.Join(err, lerr); err != nil {
-		if r.cfg != nil {
-			return r.cfg, nil
+		if r.cfg == nil {
+			return nil, err
 		}
-		return nil, err
+		if key := stamp + err.Error(); r.reloadErr != nil && key != r.failed {
+			r.failed = key
+			r.reloadErr(err)
+		}
+		return r.cfg, nil
 	}
-	r.stamp, r.cfg = stamp, cfg
+	r.stamp, r.cfg, r.failed = stamp, cfg, ""
 	return cfg, nil
 }
 
@@ -146,12 +163,15 @@ func (r *tlsReloader) load() (*tls.Config, error) {
 		errs = append(errs, fmt.Errorf("tls: server certificate %s and key %s: %w", r.certFile, r.keyFile, err))
 	}
 	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(r.caFile)
+	cas, err := readCertificates(r.caFile, "client CA")
 	switch {
 	case err != nil:
-		errs = append(errs, fmt.Errorf("tls: client CA: %w", err))
-	case !pool.AppendCertsFromPEM(pem):
+		errs = append(errs, err)
+	case len(cas) == 0:
 		errs = append(errs, fmt.Errorf("tls: client CA %s: no PEM certificate found", r.caFile))
+	}
+	for _, ca := range cas {
+		pool.AddCert(ca)
 	}
 	pinned, err := loadPinned(r.pinnedFile)
 	if err != nil {
@@ -178,11 +198,25 @@ func loadPinned(file string) ([][]byte, error) {
 	if file == "" {
 		return nil, nil
 	}
+	certs, err := readCertificates(file, "pinned client certificates")
+	var out [][]byte
+	for _, c := range certs {
+		out = append(out, c.Raw)
+	}
+	return out, err
+}
+
+// readCertificates parses every block of a PEM file as a certificate. A
+// block of another type, a certificate that does not parse, or text after
+// the last block (a certificate cut off in the middle of a write) is an
+// error naming the file, so that a half-written file is never taken for
+// fewer certificates: serve keeps what it had until the file is whole.
+func readCertificates(file, what string) ([]*x509.Certificate, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("tls: pinned client certificates: %w", err)
+		return nil, fmt.Errorf("tls: %s: %w", what, err)
 	}
-	var out [][]byte
+	var out []*x509.Certificate
 	for i := 1; ; i++ {
 		var block *pem.Block
 		block, data = pem.Decode(data)
@@ -190,15 +224,20 @@ func loadPinned(file string) ([][]byte, error) {
 			break
 		}
 		if block.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("tls: pinned client certificates %s: block %d is a %s, not a CERTIFICATE", file, i, block.Type)
+			return nil, fmt.Errorf("tls: %s %s: block %d is a %s, not a CERTIFICATE", what, file, i, block.Type)
 		}
-		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
-			return nil, fmt.Errorf("tls: pinned client certificates %s: certificate %d: %w", file, i, err)
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %s %s: certificate %d: %w", what, file, i, err)
 		}
-		out = append(out, block.Bytes)
+		out = append(out, c)
 	}
-	if len(strings.TrimSpace(string(data))) > 0 {
-		return nil, fmt.Errorf("tls: pinned client certificates %s: text that is not PEM after %d certificates", file, len(out))
+	switch {
+	case len(strings.TrimSpace(string(data))) == 0:
+		return out, nil
+	case len(out) == 0:
+		return nil, fmt.Errorf("tls: %s %s: no PEM certificate found", what, file)
+	default:
+		return nil, fmt.Errorf("tls: %s %s: text that is not PEM after %d certificates", what, file, len(out))
 	}
-	return out, nil
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/pem"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,17 +34,9 @@ func TestClientCABundle(t *testing.T) {
 	}
 	bundle := filepath.Join(t.TempDir(), "ca.crt")
 	writeBundle(t, bundle, time.Now(), old.ca)
-	serverTLS, err := externalgrpc.ServerTLSConfig(old.serverCert, old.serverKey, bundle, externalgrpc.WithClientNames(autoscalerName))
-	if err != nil {
-		t.Fatalf("ServerTLSConfig: %v", err)
-	}
-	te := &tlsEnv{env: newEnv(t, envOptions{serverTLS: serverTLS, clientTLS: old.clientTLS(true), logger: zap.NewNop()}), pki: old}
-
+	te := bundleEnv(t, old, bundle)
 	now := time.Now()
-	client := func(p *pki) tls.Certificate {
-		return p.sign(t, leafSpec{dnsNames: []string{autoscalerName}, usage: x509.ExtKeyUsageClientAuth, notBefore: now.Add(-time.Hour), notAfter: now.Add(time.Hour)})
-	}
-	certs := map[string]tls.Certificate{"old CA": client(old), "new CA": client(renewed), "another CA": client(newPKI(t))}
+	certs := map[string]tls.Certificate{"old CA": bundleClient(t, old, now), "new CA": bundleClient(t, renewed, now), "another CA": bundleClient(t, newPKI(t), now)}
 	for i, step := range []struct {
 		name     string
 		cas      []*x509.Certificate
@@ -87,4 +81,85 @@ func writeBundle(t *testing.T, file string, at time.Time, cas ...*x509.Certifica
 	if err := os.Chtimes(file, at, at); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestClientCABundleHalfWritten: a client CA file caught in the middle of
+// a write that does not swap the file at once (empty, a certificate cut
+// off, a block that does not parse) keeps the trust serve had: client
+// certificates of both CAs of the bundle stay accepted until the file
+// holds whole certificates again, and each state of the file is reported
+// once ([externalgrpc.WithReloadErrors]). At the start such a file is an
+// error naming it.
+func TestClientCABundleHalfWritten(t *testing.T) {
+	old, renewed := newPKI(t), newPKI(t)
+	bundle := filepath.Join(t.TempDir(), "ca.crt")
+	writeBundle(t, bundle, time.Now(), old.ca, renewed.ca)
+	var mu sync.Mutex
+	var reported []error
+	te := bundleEnv(t, old, bundle, externalgrpc.WithReloadErrors(func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reported = append(reported, err)
+	}))
+	now := time.Now()
+	certs := map[string]tls.Certificate{"old CA": bundleClient(t, old, now), "new CA": bundleClient(t, renewed, now)}
+	whole := readFile(t, bundle)
+	broken := "-----BEGIN CERTIFICATE-----\nMIIBAAAA\n-----END CERTIFICATE-----\n"
+	for i, step := range []struct{ name, content string }{
+		{"empty", ""},
+		{"the second certificate cut off", whole[:len(whole)-200]},
+		{"the second certificate's first line only", whole[:len(whole)/2+40]},
+		{"a block that is no certificate", whole + broken},
+	} {
+		if err := os.WriteFile(bundle, []byte(step.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		at := now.Add(time.Duration(i+1) * time.Minute)
+		if err := os.Chtimes(bundle, at, at); err != nil {
+			t.Fatal(err)
+		}
+		for name, cert := range certs {
+			if _, err := te.call(&cert); err != nil {
+				t.Errorf("client CA file %s: a client certificate of the %s: %v; want the previous trust kept", step.name, name, err)
+			}
+		}
+		_, err := externalgrpc.ServerTLSConfig(old.serverCert, old.serverKey, bundle)
+		if err == nil || !strings.Contains(err.Error(), bundle) {
+			t.Errorf("ServerTLSConfig with a client CA file %s: %v; want an error naming %s", step.name, err, bundle)
+		}
+		// Reported once for this state of the file, however many
+		// handshakes met it.
+		mu.Lock()
+		if len(reported) != i+1 || !strings.Contains(reported[i].Error(), bundle) {
+			t.Errorf("client CA file %s: reload errors reported %v; want %d, the last naming %s", step.name, reported, i+1, bundle)
+		}
+		mu.Unlock()
+	}
+}
+
+func readFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// bundleEnv serves p's server certificate, verifying clients against the
+// CA file bundle and the autoscaler's name.
+func bundleEnv(t *testing.T, p *pki, bundle string, opts ...externalgrpc.TLSOption) *tlsEnv {
+	t.Helper()
+	serverTLS, err := externalgrpc.ServerTLSConfig(p.serverCert, p.serverKey, bundle, append(opts, externalgrpc.WithClientNames(autoscalerName))...)
+	if err != nil {
+		t.Fatalf("ServerTLSConfig: %v", err)
+	}
+	return &tlsEnv{env: newEnv(t, envOptions{serverTLS: serverTLS, clientTLS: p.clientTLS(true), logger: zap.NewNop()}), pki: p}
+}
+
+// bundleClient is a client certificate of p's CA for the autoscaler's
+// name, valid an hour either side of now.
+func bundleClient(t *testing.T, p *pki, now time.Time) tls.Certificate {
+	t.Helper()
+	return p.sign(t, leafSpec{dnsNames: []string{autoscalerName}, usage: x509.ExtKeyUsageClientAuth, notBefore: now.Add(-time.Hour), notAfter: now.Add(time.Hour)})
 }

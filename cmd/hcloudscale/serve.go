@@ -219,7 +219,10 @@ func serve(ctx context.Context, f *serveFlags, env config.Env, log *zap.Logger) 
 	var serverTLS *tls.Config
 	if f.tlsCert != "" {
 		if serverTLS, err = externalgrpc.ServerTLSConfig(f.tlsCert, f.tlsKey, f.tlsClientCA,
-			externalgrpc.WithClientNames(f.tlsClientNames...), externalgrpc.WithPinnedClientCertificates(f.tlsClientPinned)); err != nil {
+			externalgrpc.WithClientNames(f.tlsClientNames...), externalgrpc.WithPinnedClientCertificates(f.tlsClientPinned),
+			externalgrpc.WithReloadErrors(func(err error) {
+				log.Warn("TLS files changed but cannot be loaded: serving with the ones loaded before", zap.Error(err))
+			})); err != nil {
 			return err
 		}
 		if len(f.tlsClientNames) == 0 && !loopback(f.listen) {

@@ -4,9 +4,12 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha1"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"errors"
+	"fmt"
 	"math/big"
 	"path/filepath"
 	"strings"
@@ -60,13 +63,16 @@ type testCA struct {
 // certificatetemplate.go CertificateTemplateFromCSR, which sets no
 // SubjectKeyId: Go derives it from the public key, and leaves signed by
 // the CA get it as AuthorityKeyId).
-func issueCA(t *testing.T, commonName string, key *ecdsa.PrivateKey, serial int64, notBefore, notAfter time.Time) testCA {
+// A subject key ID given overrides Go's (as the SHA-1 one of Go before
+// 1.25, whose x509 now takes truncated SHA-256).
+func issueCA(t *testing.T, commonName string, key *ecdsa.PrivateKey, serial int64, notBefore, notAfter time.Time, subjectKeyID ...byte) testCA {
 	t.Helper()
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: commonName},
 		NotBefore: notBefore, NotAfter: notAfter,
 		IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		KeyUsage:     x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		SubjectKeyId: subjectKeyID,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -134,17 +140,35 @@ func TestCARenewalKeepsTrust(t *testing.T) {
 	tenYears := 10 * 365 * 24 * time.Hour
 	oldKey := newECKey(t)
 	old := issueCA(t, commonName, oldKey, 1, now.Add(-tenYears*2/3), now.Add(tenYears/3))
-	autoscalerRoots := x509.NewCertPool()
-	autoscalerRoots.AddCert(old.cert)
+
+	// The old CA's subject key ID as Go before 1.25 derived it (SHA-1 of
+	// the public key): a CA issued by a cert-manager built with it, renewed
+	// by one built with a newer Go, keeps its key but not its key ID.
+	pub, err := x509.MarshalPKIXPublicKey(&oldKey.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spki struct {
+		Algorithm pkix.AlgorithmIdentifier
+		Key       asn1.BitString
+	}
+	if _, err := asn1.Unmarshal(pub, &spki); err != nil {
+		t.Fatal(err)
+	}
+	sha1ID := sha1.Sum(spki.Key.Bytes)
+	oldSHA1 := issueCA(t, commonName, oldKey, 1, now.Add(-tenYears*2/3), now.Add(tenYears/3), sha1ID[:]...)
 
 	for _, tc := range []struct {
-		policy string
-		wantOK bool
+		policy  string
+		old     testCA
+		wantOK  bool
+		sameKID bool
 	}{
-		{rotationPolicy(spec), true},
-		{"Always", false},
+		{rotationPolicy(spec), old, true, true},
+		{rotationPolicy(spec), oldSHA1, true, false},
+		{"Always", old, false, false},
 	} {
-		t.Run("rotationPolicy="+tc.policy, func(t *testing.T) {
+		t.Run("rotationPolicy="+tc.policy+"/old key ID "+fmt.Sprintf("%x", tc.old.cert.SubjectKeyId), func(t *testing.T) {
 			key := oldKey
 			switch tc.policy {
 			case "Never":
@@ -153,8 +177,10 @@ func TestCARenewalKeepsTrust(t *testing.T) {
 			default:
 				t.Fatalf("rotationPolicy %q is not one cert-manager knows", tc.policy)
 			}
+			autoscalerRoots := x509.NewCertPool()
+			autoscalerRoots.AddCert(tc.old.cert)
 			renewed := issueCA(t, commonName, key, 2, now, now.Add(tenYears))
-			if renewed.cert.SerialNumber.Cmp(old.cert.SerialNumber) == 0 || !renewed.cert.NotBefore.After(old.cert.NotBefore) {
+			if renewed.cert.SerialNumber.Cmp(tc.old.cert.SerialNumber) == 0 || !renewed.cert.NotBefore.After(tc.old.cert.NotBefore) {
 				t.Fatal("the renewed CA certificate has the old one's serial or validity")
 			}
 			server := renewed.issueServer(t, host, now)
@@ -168,8 +194,11 @@ func TestCARenewalKeepsTrust(t *testing.T) {
 			if err != nil && !errors.As(err, &unknown) {
 				t.Errorf("refused with %v; want an unknown authority", err)
 			}
-			if sameKey := string(renewed.cert.SubjectKeyId) == string(old.cert.SubjectKeyId); sameKey != tc.wantOK {
-				t.Errorf("subject key IDs %x (renewed) and %x (old) equal: %v; want %v (derived from the key)", renewed.cert.SubjectKeyId, old.cert.SubjectKeyId, sameKey, tc.wantOK)
+			// Go's verifier tries a CA of the issuer's subject whose key ID
+			// differs too (crypto/x509 findPotentialParents), so the key,
+			// not the key ID, decides.
+			if sameKID := string(renewed.cert.SubjectKeyId) == string(tc.old.cert.SubjectKeyId); sameKID != tc.sameKID {
+				t.Errorf("subject key IDs %x (renewed) and %x (old) equal: %v; want %v", renewed.cert.SubjectKeyId, tc.old.cert.SubjectKeyId, sameKID, tc.sameKID)
 			}
 		})
 	}
@@ -222,8 +251,9 @@ func checkCAKept(t *testing.T, before, after []*unstructured.Unstructured) {
 // bundle's ConfigMap (mounted whole, so its updates reach the file) and
 // the autoscaler's cloud-config trusts the bundle at caBundleDir; without
 // it both use the ca.crt of the certificates' Secrets. A caBundleDir that
-// is the client Secret's directory, or a ConfigMap name Kubernetes
-// refuses, stops the install.
+// is the client Secret's directory, in it or above it, a bundle without
+// the client name check (any certificate of any CA in it would drive the
+// pools), or a ConfigMap name Kubernetes refuses, stops the install.
 func TestCABundle(t *testing.T) {
 	minimal := filepath.Join(chartDir, "ci", "minimal-values.yaml")
 	for _, tc := range []struct {
@@ -256,7 +286,10 @@ func TestCABundle(t *testing.T) {
 		})
 	}
 	for _, tc := range []struct{ set, want string }{
-		{"autoscalerCloudConfig.caBundleDir=/etc/hcloudscale/tls/", "autoscalerCloudConfig.caBundleDir is autoscalerCloudConfig.certDir"},
+		{"autoscalerCloudConfig.caBundleDir=/etc/hcloudscale/tls/", "autoscalerCloudConfig.caBundleDir (/etc/hcloudscale/tls/) is autoscalerCloudConfig.certDir"},
+		{"autoscalerCloudConfig.caBundleDir=/etc/hcloudscale/tls/bundle", "autoscalerCloudConfig.caBundleDir (/etc/hcloudscale/tls/bundle) is autoscalerCloudConfig.certDir"},
+		{"autoscalerCloudConfig.caBundleDir=/etc", "autoscalerCloudConfig.caBundleDir (/etc) is autoscalerCloudConfig.certDir"},
+		{"tls.verifyClientName=false", "tls.caBundle.configMap needs tls.verifyClientName"},
 		{"tls.caBundle.key=ca/crt", "/tls/caBundle/key"},
 	} {
 		_, err := render(t, mergeValues(t, values.Options{ValueFiles: []string{minimal}, Values: []string{"tls.caBundle.configMap=hcloudscale-ca", tc.set}}))

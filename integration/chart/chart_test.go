@@ -512,6 +512,9 @@ func TestSchemaRejectsTypos(t *testing.T) {
 		{"ports.grpc=70000", []string{"/ports/grpc"}},
 		{"hcloud.publicIPv4=yes", []string{"/hcloud/publicIPv4"}},
 		{"clusterConfig.kind=configmap", []string{"/clusterConfig/kind"}},
+		{"tls.caBundle.configmap=hcloudscale-ca", []string{"/tls/caBundle", "'configmap' not allowed"}},
+		{"tls.caBundle.configMap=Hcloudscale_CA", []string{"/tls/caBundle/configMap", "does not match pattern"}},
+		{"autoscalerCloudConfig.caBundleDir=ca-bundle", []string{"/autoscalerCloudConfig/caBundleDir", "does not match pattern"}},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			vals := mergeValues(t, values.Options{ValueFiles: []string{minimal}, Values: []string{tc.set}})

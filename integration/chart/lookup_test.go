@@ -310,14 +310,9 @@ func callNodeGroups(t *testing.T, addr, serverName string, roots *x509.CertPool,
 // Certificate, serve's --tls-client-name and the Secret keep it, and the
 // Lease keeps the installed release's name.
 func TestUpgradeKeepsTheSharedIssuerClientName(t *testing.T) {
-	s := withCRDs(t)
 	const name, ns = "shared", "lookup-shared"
-	cfg := clusterHelm(t, s, ns)
-	vals := mergeValues(t, values.Options{
-		ValueFiles: []string{filepath.Join(chartDir, "ci", "minimal-values.yaml")},
-		Values:     []string{"tls.certManager.issuerRef.name=shared", "tls.certManager.issuerRef.kind=ClusterIssuer"},
-	})
-	installed := sharedIssuerNames(t, s, helmInstall(t, cfg, loadChart(t), name, ns, vals), ns)
+	s, cfg, rel := installSharedIssuer(t, name, ns, "shared")
+	installed := sharedIssuerNames(t, s, rel, ns)
 	if !strings.HasPrefix(installed.client, "shared-hcloudscale-autoscaler-") || len(installed.client) != len("shared-hcloudscale-autoscaler-")+22 {
 		t.Fatalf("client name %q; want shared-hcloudscale-autoscaler- and 22 random characters", installed.client)
 	}
@@ -326,6 +321,20 @@ func TestUpgradeKeepsTheSharedIssuerClientName(t *testing.T) {
 			t.Errorf("upgrade --set %q: client name and Lease %+v; want those of the install, %+v", set, got, installed)
 		}
 	}
+}
+
+// installSharedIssuer installs this chart's minimal values with the
+// ClusterIssuer issuer as release name into ns on a real API server with
+// cert-manager's CRDs.
+func installSharedIssuer(t *testing.T, name, ns, issuer string) (*apiserver.Server, *action.Configuration, *releasev1.Release) {
+	t.Helper()
+	s := withCRDs(t)
+	cfg := clusterHelm(t, s, ns)
+	vals := mergeValues(t, values.Options{
+		ValueFiles: []string{filepath.Join(chartDir, "ci", "minimal-values.yaml")},
+		Values:     []string{"tls.certManager.issuerRef.name=" + issuer, "tls.certManager.issuerRef.kind=ClusterIssuer"},
+	})
+	return s, cfg, helmInstall(t, cfg, loadChart(t), name, ns, vals)
 }
 
 // keptNames are what an upgrade must keep of an installed release.

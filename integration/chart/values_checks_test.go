@@ -239,34 +239,16 @@ func TestLifecycleRBACIsWhatTheCodeCalls(t *testing.T) {
 	}
 }
 
-// TestSharedIssuerClientName: with a shared issuerRef the client name is
-// random per release (two renders differ, so nobody can predict it), the
-// same in the client Certificate, serve's --tls-client-name and the
-// Secret that keeps it for upgrades; with the chart's own CA, or a set
-// tls.clientName, it is the name given.
+// TestSharedIssuerClientName: with a shared issuerRef, or a trust bundle
+// (tls.caBundle, whose CAs may sign for others) beside the chart's own CA,
+// the client name is random per release (two renders differ, so nobody
+// can predict it), the same in the client Certificate, serve's
+// --tls-client-name and the Secret that keeps it for upgrades; with the
+// chart's own CA alone, or a set tls.clientName, it is the name given.
 func TestSharedIssuerClientName(t *testing.T) {
 	shared := []string{"tls.certManager.issuerRef.name=shared", "tls.certManager.issuerRef.kind=ClusterIssuer"}
-	names := map[string]bool{}
-	for range 2 {
-		objs := mustMinimal(t, shared...)
-		name := clientCertName(t, objs)
-		args := flags(one[*appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args)
-		var kept string
-		for _, s := range find(objs, "Secret") {
-			if s.GetName() == releaseName+"-client-name" {
-				kept = fmt.Sprint(s.Object["data"].(map[string]any)["name"])
-			}
-		}
-		if !slices.Equal(args["tls-client-name"], []string{name}) || kept != base64.StdEncoding.EncodeToString([]byte(name)) {
-			t.Errorf("client Certificate names %q, serve accepts %q, the Secret keeps %q", name, args["tls-client-name"], kept)
-		}
-		if !regexp.MustCompile(`^hcloudscale-autoscaler-[a-z0-9]{22}$`).MatchString(name) {
-			t.Errorf("client name %q; want hcloudscale-autoscaler- and 22 random characters", name)
-		}
-		names[name] = true
-	}
-	if len(names) != 2 {
-		t.Errorf("two installs got the client names %v; want two random ones", names)
+	for _, set := range [][]string{shared, {"tls.caBundle.configMap=hcloudscale-ca"}} {
+		checkRandomClientName(t, set)
 	}
 	for _, set := range [][]string{nil, append(slices.Clone(shared), "tls.clientName=my-autoscaler")} {
 		objs := mustMinimal(t, set...)
@@ -282,5 +264,35 @@ func TestSharedIssuerClientName(t *testing.T) {
 				t.Errorf("--set %q renders %s", set, fmtObj(s))
 			}
 		}
+	}
+}
+
+// checkRandomClientName renders the minimal values with set twice: each
+// render has a client name of 22 random characters after
+// hcloudscale-autoscaler-, the same in the client Certificate, serve's
+// --tls-client-name and the Secret that keeps it, and the two differ.
+func checkRandomClientName(t *testing.T, set []string) {
+	t.Helper()
+	names := map[string]bool{}
+	for range 2 {
+		objs := mustMinimal(t, set...)
+		name := clientCertName(t, objs)
+		args := flags(one[*appsv1.Deployment](t, objs, "Deployment").Spec.Template.Spec.Containers[0].Args)
+		var kept string
+		for _, s := range find(objs, "Secret") {
+			if s.GetName() == releaseName+"-client-name" {
+				kept = fmt.Sprint(s.Object["data"].(map[string]any)["name"])
+			}
+		}
+		if !slices.Equal(args["tls-client-name"], []string{name}) || kept != base64.StdEncoding.EncodeToString([]byte(name)) {
+			t.Errorf("--set %q: client Certificate names %q, serve accepts %q, the Secret keeps %q", set, name, args["tls-client-name"], kept)
+		}
+		if !regexp.MustCompile(`^hcloudscale-autoscaler-[a-z0-9]{22}$`).MatchString(name) {
+			t.Errorf("--set %q: client name %q; want hcloudscale-autoscaler- and 22 random characters", set, name)
+		}
+		names[name] = true
+	}
+	if len(names) != 2 {
+		t.Errorf("--set %q: two installs got the client names %v; want two random ones", set, names)
 	}
 }

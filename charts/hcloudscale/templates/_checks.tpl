@@ -59,14 +59,20 @@ problem, each naming its values. deployment.yaml includes it. */}}
 {{- $p = append $p (printf "serve.rpcTimeout (%s) must stay below autoscalerCloudConfig.grpcTimeout (%s): the autoscaler gives up on a call before serve's bound" (default "4s" $v.serve.rpcTimeout) $v.autoscalerCloudConfig.grpcTimeout) -}}
 {{- end -}}
 {{- end -}}
-{{- if and $v.tls.caBundle.configMap $v.autoscalerCloudConfig.enabled (eq (trimSuffix "/" $v.autoscalerCloudConfig.caBundleDir) (trimSuffix "/" $v.autoscalerCloudConfig.certDir)) -}}
-{{- $p = append $p "autoscalerCloudConfig.caBundleDir is autoscalerCloudConfig.certDir: the autoscaler mounts the tls.caBundle ConfigMap and the client Secret as two volumes, in two directories" -}}
+{{- $bundleDir := printf "%s/" (trimSuffix "/" $v.autoscalerCloudConfig.caBundleDir) -}}
+{{- $certDir := printf "%s/" (trimSuffix "/" $v.autoscalerCloudConfig.certDir) -}}
+{{- if and $v.tls.caBundle.configMap $v.autoscalerCloudConfig.enabled (or (hasPrefix $bundleDir $certDir) (hasPrefix $certDir $bundleDir)) -}}
+{{- $p = append $p (printf "autoscalerCloudConfig.caBundleDir (%s) is autoscalerCloudConfig.certDir (%s) or in it, or holds it: the autoscaler mounts the tls.caBundle ConfigMap and the client Secret as two volumes, in two directories apart" $v.autoscalerCloudConfig.caBundleDir $v.autoscalerCloudConfig.certDir) -}}
+{{- end -}}
+{{- if and $v.tls.caBundle.configMap (not $v.tls.verifyClientName) -}}
+{{- $p = append $p "tls.caBundle.configMap needs tls.verifyClientName: serve would accept a client certificate of any CA in the bundle, issued to anyone (a cluster-wide bundle or one with default CAs trusts public CAs); the bundle should hold only the CAs that sign this release's certificates" -}}
 {{- end -}}
 {{- $sel := $v.networkPolicy.clientPodSelector | default dict -}}
 {{- if and $v.networkPolicy.enabled (not $sel.matchLabels) (not $sel.matchExpressions) -}}
 {{- $p = append $p "networkPolicy.clientPodSelector: empty (no matchLabels or matchExpressions) would allow every pod: set the autoscaler's pod labels, e.g. matchLabels.\"app.kubernetes.io/name\"=externalgrpc-cluster-autoscaler (the official chart's)" -}}
 {{- end -}}
 {{- $p = concat $p (include "hcloudscale.checksMore" . | fromJsonArray) -}}
+{{- $p = concat $p (include "hcloudscale.caBundleProblems" . | fromJsonArray) -}}
 {{- with $p -}}
 {{- fail (printf "\n- %s" (join "\n- " .)) -}}
 {{- end -}}
@@ -110,6 +116,43 @@ the certificates, the ports, the pools of nodes and rbac.extraRules. */}}
 {{- end -}}
 {{- if and $v.rbac.extraRules (not (and $v.rbac.create $v.leaderElection.enabled)) -}}
 {{- $p = append $p "rbac.extraRules are added to the Lease's Role, which the chart makes only with rbac.create and leaderElection.enabled: they would be dropped" -}}
+{{- end -}}
+{{- toJson $p -}}
+{{- end -}}
+
+{{/* Problems of tls.caBundle found in the cluster, as a JSON list: on an
+upgrade (the autoscaler's client Secret exists with a ca.crt), the
+ConfigMap must exist in the release's namespace, have the key, and hold
+every CA certificate of that ca.crt: else serve's new pods, ready with
+the bundle, would refuse the client certificate the autoscaler holds.
+Nothing without access to the cluster (helm template) or on an install. */}}
+{{- define "hcloudscale.caBundleProblems" -}}
+{{- $p := list -}}
+{{- $v := .Values -}}
+{{- $secret := include "hcloudscale.clientTLSSecret" . -}}
+{{- if and $v.tls.caBundle.configMap $secret -}}
+{{- $ns := include "hcloudscale.autoscalerNamespace" . -}}
+{{- $ca := dig "data" "ca.crt" "" (lookup "v1" "Secret" $ns $secret) | b64dec -}}
+{{- if $ca -}}
+{{- $name := $v.tls.caBundle.configMap -}}
+{{- $cm := lookup "v1" "ConfigMap" .Release.Namespace $name -}}
+{{- $bundle := regexReplaceAll "\\s+" (dig "data" $v.tls.caBundle.key "" $cm) "" -}}
+{{- if not $cm -}}
+{{- $p = append $p (printf "tls.caBundle.configMap: no ConfigMap %q in namespace %s (make the bundle before the upgrade)" $name .Release.Namespace) -}}
+{{- else if not $bundle -}}
+{{- $p = append $p (printf "tls.caBundle.configMap: ConfigMap %q has no key %q (tls.caBundle.key)" $name $v.tls.caBundle.key) -}}
+{{- else -}}
+{{- $lacks := false -}}
+{{- range regexFindAll "-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----" $ca -1 -}}
+{{- if not (contains (regexReplaceAll "\\s+" . "") $bundle) -}}
+{{- $lacks = true -}}
+{{- end -}}
+{{- end -}}
+{{- if $lacks -}}
+{{- $p = append $p (printf "tls.caBundle.configMap: ConfigMap %q (%s) lacks the CA of the autoscaler's client certificate (ca.crt of Secret %s/%s): serve would refuse the certificate the autoscaler holds" $name $v.tls.caBundle.key $ns $secret) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- toJson $p -}}
 {{- end -}}

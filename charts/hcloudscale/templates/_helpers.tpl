@@ -72,11 +72,12 @@ comparisons; empty for text it does not understand. */}}
 
 {{/* The name serve requires in the autoscaler's client certificate
 (--tls-client-name), which the chart's client Certificate carries as a DNS
-name: tls.clientName; else, with the chart's private CA, which signs for
-this release only, <fullname>-autoscaler; else (a shared issuerRef) a
-random name of this release that nobody else can guess, made once and
-kept in the Secret <fullname>-client-name (read back on upgrades), so that
-a Certificate someone else gets from the same issuer does not name it.
+name: tls.clientName; else, with the chart's private CA alone, which signs
+for this release only, <fullname>-autoscaler; else (a shared issuerRef, or
+a tls.caBundle whose CAs may sign for others) a random name of this
+release that nobody else can guess, made once and kept in the Secret
+<fullname>-client-name (read back on upgrades), so that a Certificate
+someone else gets from such a CA does not name it.
 Computed once per render; call it with the root context. */}}
 {{- define "hcloudscale.clientName" -}}
 {{- /* Kept in the render's root, not in .Values, which Helm may store
@@ -84,7 +85,7 @@ Computed once per render; call it with the root context. */}}
 {{- if not (hasKey $ "hcloudscaleClientName") -}}
 {{- $name := .Values.tls.clientName -}}
 {{- $prefix := printf "%s-autoscaler" (include "hcloudscale.fullname" . | trunc 52 | trimSuffix "-") -}}
-{{- if and (not $name) .Values.tls.certManager.enabled .Values.tls.certManager.issuerRef -}}
+{{- if and (not $name) (include "hcloudscale.randomClientName" .) -}}
 {{- $kept := lookup "v1" "Secret" .Release.Namespace (include "hcloudscale.clientNameSecret" .) -}}
 {{- $name = dig "data" "name" "" $kept | b64dec -}}
 {{- if not $name -}}
@@ -94,6 +95,14 @@ Computed once per render; call it with the root context. */}}
 {{- $_ := set $ "hcloudscaleClientName" (default $prefix $name) -}}
 {{- end -}}
 {{- index $ "hcloudscaleClientName" -}}
+{{- end -}}
+
+{{/* Non-empty when the client name is random and kept in a Secret: the
+chart's client Certificate signed by a CA that may sign for others too
+(tls.certManager.issuerRef), or trusted beside other CAs
+(tls.caBundle), and no tls.clientName. */}}
+{{- define "hcloudscale.randomClientName" -}}
+{{- if and .Values.tls.certManager.enabled (or .Values.tls.certManager.issuerRef .Values.tls.caBundle.configMap) (not .Values.tls.clientName) }}true{{ end -}}
 {{- end -}}
 
 {{- define "hcloudscale.clientNameSecret" -}}
