@@ -267,6 +267,11 @@ func compileWindow(schedule string, duration time.Duration, timeZone string) (w 
 
 // parseSchedule compiles a window's cron expression.
 func parseSchedule(schedule string) (cron.Schedule, error) {
+	// cron reads a leading TZ= or CRON_TZ= as a time zone up to the first
+	// space, and panics when there is none: refuse it before cron sees it.
+	if strings.HasPrefix(schedule, "TZ=") || strings.HasPrefix(schedule, "CRON_TZ=") {
+		return nil, fmt.Errorf("%q: set the time zone with timeZone, not in the schedule", schedule)
+	}
 	spec, err := cron.ParseStandard(schedule)
 	if err != nil {
 		return nil, fmt.Errorf("%q: %v (want five fields: minute hour day-of-month month day-of-week, such as \"0 2 * * 1-5\")", schedule, err)
