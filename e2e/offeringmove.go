@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	caconfig "sigs.k8s.io/cluster-autoscaler/pkg/config"
-
 	"github.com/hcloudscale/hcloudscale/config"
 	"github.com/hcloudscale/hcloudscale/hcloudtest"
 )
@@ -26,16 +24,7 @@ import (
 func OfferingMovedBack(t *testing.T, kind Provider) {
 	p := rollingPool(map[string]any{"drift": []string{"offering"}, "joinTimeout": "1m", "drainTimeout": "1m"})
 	p.offerings = [][2]string{{"cx33", "nbg1"}}
-	cfg := config.Config{Pools: []config.Pool{{Name: "workers", ServerType: "cx23", Location: "fsn1",
-		Offerings: []config.Offering{{ServerType: "cx23", Location: "fsn1"}, {ServerType: "cx33", Location: "nbg1"}}}}}
-	w := newWorld(t, kind, []poolSpec{p},
-		withPriorityData(config.PrioritiesYAML(cfg.Priorities())),
-		withOptions(func(o *caconfig.AutoscalingOptions) {
-			o.InitialNodeGroupBackoffDuration = offeringBackoff
-			o.MaxNodeGroupBackoffDuration = offeringBackoff
-			o.NodeGroupBackoffResetTimeout = time.Hour
-		}),
-		func(w *world) { w.unavailableTTL = offeringUnavailableTTL })
+	w := offeringWorld(t, kind, p)
 	first, second := "workers", "workers@cx33-nbg1"
 
 	w.fake.SetUnavailable("cx23", "fsn1", true)

@@ -45,16 +45,7 @@ func OfferingFallback(t *testing.T, kind Provider) {
 	worker := map[string]string{"role": "worker"}
 	spec := poolSpec{name: "workers", serverType: "cx23", location: "fsn1", max: 6, labels: worker,
 		offerings: [][2]string{{"cx33", "nbg1"}}}
-	cfg := config.Config{Pools: []config.Pool{{Name: "workers", ServerType: "cx23", Location: "fsn1",
-		Offerings: []config.Offering{{ServerType: "cx23", Location: "fsn1"}, {ServerType: "cx33", Location: "nbg1"}}}}}
-	w := newWorld(t, kind, []poolSpec{spec},
-		withPriorityData(config.PrioritiesYAML(cfg.Priorities())),
-		withOptions(func(o *caconfig.AutoscalingOptions) {
-			o.InitialNodeGroupBackoffDuration = offeringBackoff
-			o.MaxNodeGroupBackoffDuration = offeringBackoff
-			o.NodeGroupBackoffResetTimeout = time.Hour
-		}),
-		func(w *world) { w.unavailableTTL = offeringUnavailableTTL })
+	w := offeringWorld(t, kind, spec)
 	first, second := "workers", "workers@cx33-nbg1"
 	noneOnFirst := func() {
 		if n := w.serversOfType("workers", "cx23", "fsn1"); n != 0 {
@@ -216,4 +207,22 @@ func PrivateOnlyPool(t *testing.T, kind Provider) {
 	}, nil)
 	w.noLeak()
 	w.record("private-only-pool")
+}
+
+// offeringWorld is the world of the offering scenarios: spec is pool
+// "workers" on cx23 in fsn1 with cx33 in nbg1 as its second offering,
+// ordered by the priority expander's ConfigMap as `hcloudscale
+// priorities` prints it, with the scenarios' backoff and the provider's
+// memory of a sell-out.
+func offeringWorld(t *testing.T, kind Provider, spec poolSpec) *world {
+	cfg := config.Config{Pools: []config.Pool{{Name: "workers", ServerType: "cx23", Location: "fsn1",
+		Offerings: []config.Offering{{ServerType: "cx23", Location: "fsn1"}, {ServerType: "cx33", Location: "nbg1"}}}}}
+	return newWorld(t, kind, []poolSpec{spec},
+		withPriorityData(config.PrioritiesYAML(cfg.Priorities())),
+		withOptions(func(o *caconfig.AutoscalingOptions) {
+			o.InitialNodeGroupBackoffDuration = offeringBackoff
+			o.MaxNodeGroupBackoffDuration = offeringBackoff
+			o.NodeGroupBackoffResetTimeout = time.Hour
+		}),
+		func(w *world) { w.unavailableTTL = offeringUnavailableTTL })
 }
