@@ -85,6 +85,38 @@ func TestReplacementDeletedMidDrainKeepsTheOldNode(t *testing.T) {
 	}
 }
 
+// A replacement whose node goes NotReady during the drain (its kubelet
+// stopped) stops the drain before the next eviction: the old node serves
+// on, uncordoned, with its server and its pod, and the stop names the
+// replacement.
+func TestReplacementNotReadyMidDrainKeepsTheOldNode(t *testing.T) {
+	rc := map[string]any{"drift": []string{"user_data"}, "drainTimeout": "1h"}
+	e := newEnv(t, 1, rc)
+	old := e.running()[0]
+	e.mu.Lock()
+	e.refuse["app-on-"+old.Name] = true
+	e.mu.Unlock()
+	e.reconfigure("#cloud-config\n# v2\n", rc, nil)
+	e.run(200, 1, 1, func() bool { return len(e.marked(lifecycle.PhaseDraining)) == 1 })
+	repl := e.replacementOf(old)
+	e.setReady(repl.Name, corev1.ConditionFalse, e.clk.Now())
+	e.mu.Lock()
+	e.refuse = map[string]bool{} // the budget allows now
+	e.mu.Unlock()
+	time.Sleep(50 * time.Millisecond) // the drain's own retries, before any step
+	e.run(100, 1, 1, func() bool {
+		n := e.node(old.Name)
+		return n != nil && !n.Spec.Unschedulable && strings.Contains(n.Annotations[lifecycle.StoppedAnnotation], repl.Name)
+	})
+	time.Sleep(50 * time.Millisecond)
+	if n := e.evictedCount(); n != 0 {
+		t.Errorf("%d pods evicted after the replacement's node went NotReady", n)
+	}
+	if _, ok := e.api.ServerByID(old.ID); !ok {
+		t.Fatal("the old server was deleted with its replacement NotReady")
+	}
+}
+
 // A replacement whose Node is still registered and Ready but that is
 // being deleted (by its pool, or tainted by the autoscaler that is
 // removing it) is never taken as ready: the old node is not cordoned and
